@@ -1,0 +1,48 @@
+# Everything a fresh Debian machine needs, installed idempotently (fast when already done).
+#   make run    one default test (bank + append on one Postgres node, 60 s) and its report
+#   make test   lint and the whole test suite (unit, integration against Docker, end to end)
+#   make bench  benchmarks that print figures
+
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+DEBS := debootstrap openjdk-17-jre-headless
+BENCH_DEBS := postgresql-15
+
+.PHONY: setup python debs image run test lint bench clean-clusters
+
+setup: python debs image
+
+python: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+debs:
+	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "installing $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+
+image: python debs
+	$(BIN)/harness cluster image
+
+run: setup
+	$(BIN)/harness run
+
+lint: python
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup lint
+	$(BIN)/pytest -q
+
+bench: setup
+	@dpkg-query -W -f='$${Status}\n' $(BENCH_DEBS) 2>/dev/null | grep -q 'ok installed' || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BENCH_DEBS) >/dev/null)
+	$(BIN)/python bench/bank_vs_pgbench.py
+
+clean-clusters: python
+	$(BIN)/harness cluster down

@@ -1,0 +1,1 @@
+"""Where nodes come from (backends) and what runs on them (cluster kinds)."""

@@ -1,0 +1,97 @@
+"""The node abstraction every backend provides and every fault and cluster kind is built on.
+
+A node is a machine to the harness: it can run a command, receive and give back files, show its
+logs, signal processes, and expose a port to the control machine. Cluster kinds install and start
+their software through this interface only, so the same code works on every backend.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    code: int
+    output: str  # stdout and stderr interleaved
+
+
+class NodeCommandError(Exception):
+    """A command on a node exited non-zero where success was required."""
+
+    def __init__(self, node: str, cmd: str, result: ExecResult) -> None:
+        super().__init__(f"on {node}: `{cmd}` exited {result.code}: {result.output.strip()[-500:]}")
+        self.result = result
+
+
+class Node(ABC):
+    """One machine of a cluster, named n1…nN; `name` is also its hostname on the cluster network."""
+
+    name: str
+
+    @abstractmethod
+    def exec(
+        self,
+        cmd: str,
+        *,
+        user: str = "root",
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        detach: bool = False,
+    ) -> ExecResult:
+        """Run a shell command (`sh -c`) on the node. `detach` starts it in the background."""
+
+    @abstractmethod
+    def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
+        """Write a file on the node, creating its parent directories."""
+
+    @abstractmethod
+    def get(self, path: str, dest: Path) -> bool:
+        """Copy a file or directory from the node into the local directory `dest`.
+
+        Returns False when the path does not exist on the node."""
+
+    @abstractmethod
+    def logs(self) -> str:
+        """What the node's init and main process printed (the container log, say)."""
+
+    @abstractmethod
+    def endpoint(self, port: int) -> tuple[str, int]:
+        """The (host, port) at which the control machine reaches `port` of this node."""
+
+    def signal(self, pattern: str, sig: str) -> list[int]:
+        """Send signal `sig` (e.g. "KILL", "STOP") to the processes whose command line matches."""
+        found = self.exec(f"pgrep -f -- {shell_quote(pattern)} || true").output.split()
+        pids = [int(p) for p in found if p.isdigit()]
+        if pids:
+            self.exec(f"kill -{sig} {' '.join(map(str, pids))}", check=False)
+        return pids
+
+
+class Backend(ABC):
+    """Brings nodes up on a private network and tears them down; named by `--backend`."""
+
+    name: str
+
+    @abstractmethod
+    def up(self, cluster: str, count: int, ports: list[int]) -> list[Node]:
+        """Create nodes n1…n`count` of `cluster` on their own network, exposing `ports`."""
+
+    @abstractmethod
+    def nodes(self, cluster: str) -> list[Node]:
+        """The nodes of a cluster that is up, in name order (empty if none)."""
+
+    @abstractmethod
+    def clusters(self) -> list[str]:
+        """Names of the clusters this backend has up, including ones a crashed run left."""
+
+    @abstractmethod
+    def down(self, cluster: str) -> list[str]:
+        """Remove every node and network of `cluster`; returns what was removed."""
+
+
+def shell_quote(s: str) -> str:
+    """Quote one word for `sh -c`."""
+    return "'" + s.replace("'", "'\"'\"'") + "'"

@@ -1,0 +1,82 @@
+"""Postgres 15 on a node: initdb, configuration, start and stop, through the node interface.
+
+Shared by every cluster kind that runs Postgres, so each kind only says how its nodes relate.
+"""
+
+from __future__ import annotations
+
+from clusters.backend import Node
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+PGDATA = "/var/lib/harness/pgdata"
+LOG_DIR = "/var/log/harness"
+PG_LOG = f"{LOG_DIR}/postgres.log"
+PORT = 5432
+DBNAME = "harness"
+USER = "postgres"
+
+BASE_CONF = """
+listen_addresses = '*'
+port = 5432
+max_connections = 300
+fsync = on
+synchronous_commit = on
+wal_level = replica
+shared_buffers = 128MB
+log_line_prefix = '%m [%p] %q%u@%d '
+log_min_messages = warning
+"""
+
+
+def as_postgres(cmd: str) -> str:
+    """A shell command run as the postgres user."""
+    return f"runuser -u postgres -- sh -c {quote(cmd)}"
+
+
+def quote(s: str) -> str:
+    return "'" + s.replace("'", "'\"'\"'") + "'"
+
+
+def init(node: Node, extra_conf: str = "") -> None:
+    """Create the data directory (once) with trust auth for the harness's network."""
+    node.exec(
+        f"mkdir -p {LOG_DIR} /var/lib/harness && chown postgres:postgres {LOG_DIR} /var/lib/harness"
+    )
+    if node.exec(f"test -f {PGDATA}/PG_VERSION", check=False).code == 0:
+        return
+    node.exec(as_postgres(f"{PG_BIN}/initdb -D {PGDATA} -U {USER} --auth=trust -E UTF8 >/dev/null"))
+    node.put_file(
+        f"{PGDATA}/conf.d/harness.conf", (BASE_CONF + extra_conf).encode(), owner="postgres"
+    )
+    node.exec(as_postgres(f"echo \"include_dir = 'conf.d'\" >> {PGDATA}/postgresql.conf"))
+    node.exec(as_postgres(f"echo 'host all all 0.0.0.0/0 trust' >> {PGDATA}/pg_hba.conf"))
+    node.exec(as_postgres(f"echo 'host replication all 0.0.0.0/0 trust' >> {PGDATA}/pg_hba.conf"))
+
+
+def start(node: Node) -> None:
+    """Start Postgres and wait until it accepts connections."""
+    node.exec(as_postgres(f"{PG_BIN}/pg_ctl -D {PGDATA} -l {PG_LOG} -w -t 60 start >/dev/null"))
+
+
+def stop(node: Node) -> None:
+    node.exec(as_postgres(f"{PG_BIN}/pg_ctl -D {PGDATA} -m fast -w stop >/dev/null"), check=False)
+
+
+def is_ready(node: Node) -> bool:
+    return node.exec(f"{PG_BIN}/pg_isready -q -h 127.0.0.1 -p {PORT}", check=False).code == 0
+
+
+def ensure_database(node: Node) -> None:
+    exists = node.exec(
+        f"{PG_BIN}/psql -h 127.0.0.1 -U {USER} -tAc "
+        f"\"SELECT 1 FROM pg_database WHERE datname = '{DBNAME}'\"",
+    ).output.strip()
+    if exists != "1":
+        node.exec(f"{PG_BIN}/createdb -h 127.0.0.1 -U {USER} {DBNAME}")
+
+
+def psql(node: Node, sql: str) -> str:
+    """Run one query on the node's own Postgres and return its unaligned output."""
+    return node.exec(
+        f"{PG_BIN}/psql -h 127.0.0.1 -U {USER} -d {DBNAME} -tAc {quote(sql)}", check=False
+    ).output.strip()

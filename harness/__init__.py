@@ -1,0 +1,1 @@
+"""A Jepsen-style fault-injection harness for replicated Postgres."""

@@ -1,0 +1,116 @@
+"""Analysis of stored histories: DESIGN.md's steps 5–6 (check, report) for runs and bare files.
+
+`harness check` and the end of `harness run` both come here, so a re-check gives exactly the
+verdict the run gave. Several paths share one Spark session; the exit code is the worst verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness import store
+from harness.errors import BadInput
+from harness.report import render_report
+from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA, exit_code
+
+# Worst first: an infrastructure error, bad input, an anomaly, an undecided check, valid.
+SEVERITY = [EXIT_INFRA, EXIT_BAD_INPUT, 1, 2, 0]
+
+
+def worst(codes: list[int]) -> int:
+    return min(codes, key=SEVERITY.index) if codes else 0
+
+
+@dataclass
+class Target:
+    """One thing to check: which history, where its analysis goes, and how to read it."""
+
+    history: Path
+    out_dir: Path
+    workloads: list[str]
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve(path: Path, workloads: list[str] | None, out: Path | None) -> Target:
+    """A run folder carries its own configuration; a bare history needs `--workload`."""
+    if not path.exists():
+        raise BadInput(f"{path} does not exist: give a run folder or a history.jsonl file")
+    if path.is_dir():
+        history = path / store.HISTORY
+        if not history.exists():
+            raise BadInput(f"{path} has no {store.HISTORY}: is it a run folder?")
+        config_path = path / store.CONFIG
+        config = store.read_json(config_path) if config_path.exists() else {}
+        names = workloads or config.get("workloads")
+        if not names:
+            raise BadInput(f"{path} has no {store.CONFIG}: say which workload with --workload")
+        params = config.get("workload_params", {})
+        return Target(history, out or path, names, params, config)
+    if not workloads:
+        raise BadInput(f"{path} is a bare history: say which workload it is with --workload")
+    out_dir = out or path.parent / f"{path.stem}-check"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return Target(path, out_dir, workloads, {}, {"workloads": workloads, "history": str(path)})
+
+
+def analyze(spark: Any, target: Target, console: Console) -> dict[str, Any]:
+    """Run the pipeline on one target and write results.json and report.html beside it."""
+    from checkers.pipeline import analyze as run_pipeline
+
+    results = run_pipeline(spark, target.history, target.out_dir, target.workloads, target.params)
+    results["config"] = target.config
+    store.write_json(target.out_dir / store.RESULTS, results)
+    render_report(results, target.out_dir / store.REPORT, target.out_dir)
+    return results
+
+
+def check_paths(
+    paths: list[Path],
+    workloads: list[str] | None,
+    out: Path | None,
+    spark_master: str | None,
+    console: Console,
+) -> int:
+    """Check each path, print its verdict and report path; return the worst exit code."""
+    from checkers.spark import get_spark
+
+    if out is not None and len(paths) > 1:
+        raise BadInput("--out takes one path to check; drop it to write beside each history")
+    if len(paths) == 1:  # one path: its bad input is the whole answer (exit 254 via the CLI)
+        target = resolve(paths[0], workloads, out)
+        results = analyze(get_spark(spark_master), target, console)
+        print_verdict(console, results, target.out_dir)
+        return exit_code(results["valid"])
+    spark = get_spark(spark_master)
+    codes = []
+    for path in paths:
+        try:
+            target = resolve(path, workloads, out)
+            results = analyze(spark, target, console)
+        except BadInput as e:
+            console.print(f"[red]error:[/] {e}")
+            codes.append(EXIT_BAD_INPUT)
+            continue
+        print_verdict(console, results, target.out_dir)
+        codes.append(exit_code(results["valid"]))
+    return worst(codes)
+
+
+def print_verdict(console: Console, results: dict[str, Any], out_dir: Path) -> None:
+    colour = {"valid": "green", "invalid": "red"}.get(results["verdict"], "yellow")
+    summary = []
+    for name, checker in results["checkers"].items():
+        for kind in checker.get("anomaly_types", []):
+            summary.append(f"{name}: {kind}")
+    for note in results.get("notes", []):
+        console.print(f"[yellow]note:[/] {note}")
+    console.print(
+        f"[bold {colour}]{results['verdict']}[/]"
+        + (f" ({'; '.join(summary)})" if summary else "")
+        + f"  report: {out_dir / store.REPORT}"
+    )

@@ -1,0 +1,264 @@
+"""The `harness` command: run tests, re-check histories, manage clusters by hand.
+
+Exit codes (DESIGN.md): 0 valid · 1 anomalies · 2 unknown · 254 bad arguments or input ·
+255 harness or infrastructure error · 130 interrupted (the history is kept and can be checked).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.config import RunConfig, split_names
+from harness.errors import BadInput, InfraError
+from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA
+
+console = Console(stderr=False, highlight=False)
+err = Console(stderr=True, highlight=False)
+
+EXIT_INTERRUPTED = 130
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def cli() -> None:
+    """A Jepsen-style fault-injection harness for replicated Postgres.
+
+    `harness run` deploys a cluster in Docker, drives workloads through Postgres while a nemesis
+    injects faults, records every operation in results/<test>/<time>/history.jsonl, checks the
+    history and writes results.json and report.html. The exit code is the verdict: 0 valid,
+    1 anomalies found, 2 unknown, 254 bad input, 255 harness or infrastructure error.
+    """
+
+
+@cli.command()
+@click.option("--cluster", default="single", show_default=True, help="Cluster kind to deploy.")
+@click.option("--backend", default="docker", show_default=True, help="Where nodes come from.")
+@click.option(
+    "--workload",
+    "workloads",
+    default="bank,append",
+    show_default=True,
+    help="Comma-separated workloads sharing the workers: bank, append, set.",
+)
+@click.option(
+    "--nemesis", default="none", show_default=True, help="Comma-separated faults or fault packages."
+)
+@click.option(
+    "--nemesis-interval", default=10.0, show_default=True, help="Mean seconds between faults."
+)
+@click.option(
+    "--time",
+    "time_limit",
+    default=60.0,
+    show_default=True,
+    help="Seconds of workload before healing and final reads.",
+)
+@click.option(
+    "--rate",
+    default=100.0,
+    show_default=True,
+    help="Operations per second over all workers (0: as fast as possible).",
+)
+@click.option("--concurrency", default=10, show_default=True, help="Number of workers.")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    help="Seed of the generator (and nemesis): same seed, same operations.",
+)
+@click.option(
+    "--isolation",
+    default="serializable",
+    show_default=True,
+    help="Transaction isolation: serializable, repeatable-read, read-committed.",
+)
+@click.option(
+    "--op-timeout",
+    default=5.0,
+    show_default=True,
+    help="Seconds before an operation is abandoned (its outcome then unknown).",
+)
+@click.option(
+    "--settle",
+    default=5.0,
+    show_default=True,
+    help="Seconds to let the cluster recover after healing, before the final reads.",
+)
+@click.option(
+    "--store",
+    default="results",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="Results store folder.",
+)
+@click.option("--name", default=None, help="Test name (default: cluster-workloads-nemesis).")
+@click.option("--keep-cluster", is_flag=True, help="Leave the cluster up after the run.")
+@click.option(
+    "--spark-master",
+    default=None,
+    envvar="HARNESS_SPARK_MASTER",
+    help="Spark master for the analysis (default local[*]).",
+)
+def run(**opts: object) -> None:
+    """Run one test end to end and exit with its verdict."""
+    from harness.check import check_paths
+    from harness.runner import Runner
+
+    cfg = RunConfig(
+        cluster=str(opts["cluster"]),
+        backend=str(opts["backend"]),
+        workloads=split_names(str(opts["workloads"])),
+        nemesis=split_names(str(opts["nemesis"])),
+        nemesis_interval=float(opts["nemesis_interval"]),  # type: ignore[arg-type]
+        time_limit=float(opts["time_limit"]),  # type: ignore[arg-type]
+        rate=float(opts["rate"]),  # type: ignore[arg-type]
+        concurrency=int(opts["concurrency"]),  # type: ignore[arg-type]
+        seed=int(opts["seed"]),  # type: ignore[arg-type]
+        isolation=str(opts["isolation"]),
+        op_timeout=float(opts["op_timeout"]),  # type: ignore[arg-type]
+        settle=float(opts["settle"]),  # type: ignore[arg-type]
+        store=opts["store"],  # type: ignore[arg-type]
+        name=opts["name"],  # type: ignore[arg-type]
+        keep_cluster=bool(opts["keep_cluster"]),
+        spark_master=opts["spark_master"],  # type: ignore[arg-type]
+    )
+    result = Runner(cfg, console).run()
+    if result.interrupted:
+        err.print(f"interrupted; the history is kept: `harness check {result.run_dir}` analyses it")
+        sys.exit(EXIT_INTERRUPTED)
+    console.print("[dim]checking the history[/]")
+    sys.exit(check_paths([result.run_dir], None, None, cfg.spark_master, console))
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--workload",
+    "workloads",
+    default=None,
+    help="Workload(s) of a bare history file (a run folder knows its own).",
+)
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Where results.json and report.html go (default: the run folder, or "
+    "<history>-check/ beside a bare file).",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    envvar="HARNESS_SPARK_MASTER",
+    help="Spark master for the analysis (default local[*]).",
+)
+def check(
+    paths: tuple[Path, ...], workloads: str | None, out: Path | None, spark_master: str | None
+) -> None:
+    """Re-check stored histories (run folders or history.jsonl files) without any cluster.
+
+    Each path gets its own verdict and report; the exit code is the worst of them.
+    """
+    from harness.check import check_paths
+
+    names = split_names(workloads) if workloads else None
+    sys.exit(check_paths(list(paths), names, out, spark_master, console))
+
+
+@cli.group()
+def cluster() -> None:
+    """Manage clusters by hand: up, status, down."""
+
+
+@cluster.command("up")
+@click.option("--cluster", "kind", default="single", show_default=True, help="Cluster kind.")
+@click.option("--backend", default="docker", show_default=True)
+@click.option("--name", default="manual", show_default=True, help="Cluster name.")
+def cluster_up(kind: str, backend: str, name: str) -> None:
+    """Deploy a cluster and leave it running; prints its endpoints."""
+    from clusters.registry import cluster_kind, make_backend
+
+    k = cluster_kind(kind)(make_backend(backend), name, {})
+    k.deploy(lambda msg: console.print(f"[dim]{msg}[/]"))
+    for ep in k.endpoints():
+        console.print(f"{ep.node}: postgresql://{ep.user}@{ep.host}:{ep.port}/{ep.dbname}")
+
+
+@cluster.command("status")
+@click.option("--cluster", "kind", default="single", show_default=True, help="Cluster kind.")
+@click.option("--backend", default="docker", show_default=True)
+@click.option("--name", default="manual", show_default=True, help="Cluster name.")
+def cluster_status(kind: str, backend: str, name: str) -> None:
+    """Show who leads and each node's state."""
+    from clusters.registry import cluster_kind, make_backend
+
+    b = make_backend(backend)
+    if name not in b.clusters():
+        raise BadInput(f"no cluster named {name!r} is up; `harness cluster up --name {name}`")
+    status = cluster_kind(kind)(b, name, {}).status()
+    table = Table(title=f"{name} ({status['kind']}), leader: {status.get('leader')}")
+    keys = sorted({k for n in status["nodes"].values() for k in n})
+    table.add_column("node")
+    for k in keys:
+        table.add_column(k)
+    for node, info in status["nodes"].items():
+        table.add_row(node, *(str(info.get(k, "")) for k in keys))
+    console.print(table)
+
+
+@cluster.command("image")
+def cluster_image() -> None:
+    """Build the node image now (offline, from Debian packages); runs build it on first use."""
+    from clusters.image import NODE_IMAGE, ensure_image
+
+    console.print(f"node image: {ensure_image(NODE_IMAGE, console)}")
+
+
+@cluster.command("down")
+@click.argument("names", nargs=-1)
+@click.option("--backend", default="docker", show_default=True)
+def cluster_down(names: tuple[str, ...], backend: str) -> None:
+    """Remove clusters by name; with no name, every cluster the harness left behind."""
+    from clusters.registry import make_backend
+
+    b = make_backend(backend)
+    targets = list(names) or b.clusters()
+    for name in targets:
+        removed = b.down(name)
+        console.print(f"{name}: removed {len(removed)} containers and networks")
+    if not targets:
+        console.print("nothing to remove")
+
+
+def main() -> None:
+    """Entry point: map every failure to one sentence and DESIGN.md's exit codes."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.UsageError as e:
+        hint = f" (see `{e.ctx.command_path} --help`)" if e.ctx else ""
+        err.print(f"error: {e.format_message()}{hint}")
+        sys.exit(EXIT_BAD_INPUT)
+    except click.Abort:
+        err.print("interrupted")
+        sys.exit(EXIT_INTERRUPTED)
+    except BadInput as e:
+        err.print(f"error: {e}")
+        sys.exit(EXIT_BAD_INPUT)
+    except InfraError as e:
+        err.print(f"harness error: {e}")
+        sys.exit(EXIT_INFRA)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as e:
+        if os.environ.get("HARNESS_DEBUG"):
+            traceback.print_exc()
+        err.print(f"harness error: {type(e).__name__}: {e} (HARNESS_DEBUG=1 shows the traceback)")
+        sys.exit(EXIT_INFRA)

@@ -1,0 +1,72 @@
+"""A run's configuration: what the CLI accepted, validated once, saved as config.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+from workloads.postgres import ISOLATION_LEVELS
+
+
+@dataclass
+class RunConfig:
+    cluster: str = "single"
+    backend: str = "docker"
+    workloads: list[str] = field(default_factory=lambda: ["bank", "append"])
+    nemesis: list[str] = field(default_factory=lambda: ["none"])
+    nemesis_interval: float = 10.0
+    time_limit: float = 60.0
+    rate: float = 100.0
+    concurrency: int = 10
+    seed: int = 0
+    isolation: str = "serializable"
+    op_timeout: float = 5.0
+    settle: float = 5.0
+    store: Path = Path("results")
+    name: str | None = None
+    keep_cluster: bool = False
+    spark_master: str | None = None
+    workload_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Reject impossible settings with one sentence each (exit 254)."""
+        if self.time_limit <= 0:
+            raise BadInput(f"--time must be positive, got {self.time_limit:g}")
+        if self.rate < 0:
+            raise BadInput(f"--rate must be 0 (unlimited) or positive, got {self.rate:g}")
+        if self.concurrency < 1:
+            raise BadInput(f"--concurrency must be at least 1, got {self.concurrency}")
+        if self.op_timeout <= 0:
+            raise BadInput(f"--op-timeout must be positive, got {self.op_timeout:g}")
+        if self.isolation not in ISOLATION_LEVELS:
+            raise BadInput(
+                f"unknown isolation level {self.isolation!r}: "
+                f"choose from {', '.join(ISOLATION_LEVELS)}"
+            )
+        if not self.workloads:
+            raise BadInput("--workload needs at least one workload name")
+
+    @property
+    def test_name(self) -> str:
+        """The store folder for this test: cluster, workloads and nemesis, filesystem-safe."""
+        if self.name:
+            return safe_name(self.name)
+        return safe_name(f"{self.cluster}-{'+'.join(self.workloads)}-{'+'.join(self.nemesis)}")
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["store"] = str(self.store)
+        return data
+
+
+def safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("_") or "test"
+
+
+def split_names(text: str) -> list[str]:
+    """Parse a comma-separated list flag (`bank,append`)."""
+    return [part.strip() for part in text.split(",") if part.strip()]

@@ -1,0 +1,64 @@
+"""The history file: one JSON event per line, appended and flushed as it happens.
+
+A crash of the harness can leave at most one partial last line; readers skip it (and say so), so
+`harness check` can always analyse what was recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+EVENT_TYPES = ("invoke", "ok", "fail", "info")
+NEMESIS = "nemesis"
+
+
+class HistoryWriter:
+    """Thread-safe appender: each event gets the next index and ns since the run started."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._index = 0
+        self._start = time.monotonic_ns()
+        self.counts: Counter[str] = Counter()
+
+    def now(self) -> int:
+        """Nanoseconds since the run started: the `time` of the next event."""
+        return time.monotonic_ns() - self._start
+
+    def append(self, **event: Any) -> dict[str, Any]:
+        """Write one event (index and time are filled in) and flush it to the OS at once."""
+        with self._lock:
+            record = {"index": self._index, "time": self.now(), **event}
+            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self._file.flush()
+            self._index += 1
+            self.counts[record["type"]] += 1
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def has_partial_last_line(path: Path) -> bool:
+    """True when the file does not end with a newline: the last write was cut off by a crash."""
+    size = path.stat().st_size
+    if size == 0:
+        return False
+    with path.open("rb") as f:
+        f.seek(size - 1)
+        return f.read(1) != b"\n"

@@ -1,0 +1,217 @@
+"""One run, as DESIGN.md's flow: deploy, run clients and nemesis, heal, final reads, collect, check.
+
+Whatever happens — success, an exception, Ctrl-C, SIGTERM — the nemesis heals and the cluster is
+torn down (unless the user asked to keep it), and the history on disk stays analysable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from clusters.kind import ClusterKind, Endpoint, wait_until
+from clusters.registry import cluster_kind, make_backend
+from harness import store
+from harness.config import RunConfig
+from harness.generator import Generator, Pacer
+from harness.history import HistoryWriter
+from harness.progress import Progress
+from nemesis import nemesis_class
+from nemesis.base import Nemesis
+from workloads import build as build_workloads
+from workloads.base import Workload, WorkloadOptions
+from workloads.postgres import PostgresClient
+
+FINAL_READ_DEADLINE = 60.0
+SETUP_DEADLINE = 60.0
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    interrupted: bool = False
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+class Runner:
+    """Drives one test run; the CLI builds it from flags, tests can build it directly."""
+
+    def __init__(self, cfg: RunConfig, console: Console) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.console = console
+        self.options = WorkloadOptions(isolation=cfg.isolation)
+        self.workloads = build_workloads(cfg.workloads, self.options)
+        self.nemesis_classes = [nemesis_class(n) for n in cfg.nemesis]
+        self.kind_class = cluster_kind(cfg.cluster)
+        self.backend = make_backend(cfg.backend)
+        self.stop = threading.Event()
+
+    def _client(self, ep: Endpoint) -> PostgresClient:
+        return PostgresClient(
+            ep.host, ep.port, ep.dbname, ep.user, self.cfg.isolation, self.cfg.op_timeout
+        )
+
+    def run(self) -> RunResult:
+        cfg = self.cfg
+        run_dir = store.new_run_dir(cfg.store, cfg.test_name)
+        config = cfg.to_json() | {
+            "workload_params": {w.name: w.checker_params() for w in self.workloads},
+            "cluster_name": f"{cfg.cluster}-{run_dir.name}".lower(),
+        }
+        store.write_json(run_dir / store.CONFIG, config)
+        store.point_latest(cfg.store, run_dir)
+        self.console.print(f"run folder: {run_dir}")
+        kind = self.kind_class(self.backend, config["cluster_name"], {})
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        nemeses: list[Nemesis] = []
+        try:
+            kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
+            endpoints = kind.endpoints()
+            self._setup_workloads(endpoints[0])
+            with HistoryWriter(run_dir / store.HISTORY) as history:
+                nemeses = [
+                    n(kind, history, cfg.seed, cfg.nemesis_interval) for n in self.nemesis_classes
+                ]
+                self._run_clients(endpoints, history, nemeses)
+                self._heal(nemeses)
+                self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
+                time.sleep(cfg.settle)
+                self._final_reads(endpoints[0], history)
+            kind.collect(run_dir / store.NODES)
+            return RunResult(run_dir)
+        except KeyboardInterrupt:
+            self.stop.set()
+            self.console.print("[yellow]interrupted: healing and tearing down[/]")
+            return RunResult(run_dir, interrupted=True)
+        finally:
+            self.stop.set()
+            self._heal(nemeses)
+            self._teardown(kind)
+            signal.signal(signal.SIGTERM, previous)
+
+    def _setup_workloads(self, ep: Endpoint) -> None:
+        """Create the workloads' tables, retrying while the cluster finishes starting."""
+
+        def attempt() -> bool:
+            client = self._client(ep)
+            try:
+                conn = client.connect()
+                for w in self.workloads:
+                    w.setup(conn)
+                conn.commit()
+                return True
+            finally:
+                client.close()
+
+        wait_until("creating the workloads' tables", attempt, SETUP_DEADLINE, every=1.0)
+
+    def _run_clients(
+        self, endpoints: list[Endpoint], history: HistoryWriter, nemeses: list[Nemesis]
+    ) -> None:
+        cfg = self.cfg
+        generator = Generator(self.workloads, cfg.seed)
+        pacer = Pacer(cfg.rate)
+        by_name = {w.name: w for w in self.workloads}
+        threads = [
+            threading.Thread(
+                target=self._worker,
+                args=(i, endpoints[i % len(endpoints)], generator, pacer, by_name, history),
+                name=f"worker-{i}",
+                daemon=True,
+            )
+            for i in range(cfg.concurrency)
+        ] + [
+            threading.Thread(target=n.run, args=(self.stop,), name=f"nemesis-{n.name}", daemon=True)
+            for n in nemeses
+        ]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + cfg.time_limit
+        with Progress(self.console, cfg.time_limit, history.counts) as progress:
+            while time.monotonic() < deadline:
+                time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+                progress.tick()
+            self.stop.set()
+            progress.phase = "finishing"
+            for t in threads:
+                t.join(timeout=cfg.op_timeout + 5)
+                progress.tick()
+
+    def _worker(
+        self,
+        index: int,
+        ep: Endpoint,
+        generator: Generator,
+        pacer: Pacer,
+        workloads: dict[str, Workload],
+        history: HistoryWriter,
+    ) -> None:
+        """One logical client: after an indeterminate result it becomes a new process (Jepsen)."""
+        process = index
+        client = self._client(ep)
+        try:
+            while pacer.wait(self.stop):
+                op = generator.next()
+                common = {"process": process, "f": op.f, "node": ep.node, "workload": op.workload}
+                history.append(type="invoke", value=op.value, **common)
+                done = client.run(workloads[op.workload], op.f, op.value)
+                completion = {"type": done.type, "value": done.value, **common}
+                if done.error:
+                    completion["error"] = done.error
+                history.append(**completion)
+                if done.type == "info":
+                    process += self.cfg.concurrency
+                    client.close()
+                if done.type != "ok":
+                    self.stop.wait(0.05)  # do not spin against a node that is down
+        finally:
+            client.close()
+
+    def _final_reads(self, ep: Endpoint, history: HistoryWriter) -> None:
+        """Each workload's final reads, retried until they succeed or the deadline passes."""
+        process = 10_000_000  # apart from every worker's process numbers
+        deadline = time.monotonic() + FINAL_READ_DEADLINE
+        client = self._client(ep)
+        try:
+            for w in self.workloads:
+                for f, value in w.final_ops():
+                    while True:
+                        common = {"process": process, "f": f, "node": ep.node, "workload": w.name}
+                        history.append(type="invoke", value=value, **common)
+                        done = client.run(w, f, value)
+                        extra = {"error": done.error} if done.error else {}
+                        history.append(type=done.type, value=done.value, **common, **extra)
+                        if done.type == "ok" or time.monotonic() > deadline:
+                            break
+                        if done.type == "info":
+                            process += 1
+                            client.close()
+                        time.sleep(1.0)
+        finally:
+            client.close()
+
+    def _heal(self, nemeses: list[Nemesis]) -> None:
+        for n in nemeses:
+            try:
+                n.heal()
+            except Exception as e:  # keep healing the others; say what could not be undone
+                self.console.print(f"[red]could not heal {n.name}: {e}[/]")
+
+    def _teardown(self, kind: ClusterKind) -> None:
+        if self.cfg.keep_cluster:
+            self.console.print(f"cluster kept: {kind.cluster} (`harness cluster down` removes it)")
+            return
+        with contextlib.suppress(KeyboardInterrupt):
+            removed = kind.teardown()
+            self.console.print(f"[dim]tore down {len(removed)} containers and networks[/]")

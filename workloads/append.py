@@ -1,0 +1,73 @@
+"""List-append (Elle): transactions of appends and reads over a small, rotating key space.
+
+Each key holds a list; an append adds a value unique to that key, a read returns the whole list in
+append order. Keys retire after a number of appends so lists stay short and version orders stay
+easy to infer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import psycopg
+
+from workloads.base import Workload
+
+
+class Append(Workload):
+    name = "append"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next_key = itertools.count()
+        self._active: list[int] = [next(self._next_key) for _ in range(self.options.key_count)]
+        self._writes: dict[int, int] = {}
+
+    def setup(self, conn: psycopg.Connection) -> None:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS append_lists (k bigint PRIMARY KEY, vals bigint[] NOT NULL)"
+        )
+
+    def _append_to(self, rng: random.Random) -> tuple[int, int]:
+        """Pick an active key and its next value; retire keys that reached their write budget."""
+        slot = rng.randrange(len(self._active))
+        key = self._active[slot]
+        value = self._writes.get(key, 0) + 1
+        self._writes[key] = value
+        if value >= self.options.max_writes_per_key:
+            self._active[slot] = next(self._next_key)
+        return key, value
+
+    def next_op(self, rng: random.Random) -> tuple[str, Any]:
+        mops: list[list[Any]] = []
+        for _ in range(rng.randint(1, self.options.max_txn_length)):
+            if rng.random() < 0.5:
+                key, value = self._append_to(rng)
+                mops.append(["append", key, value])
+            else:
+                mops.append(["r", rng.choice(self._active), None])
+        return "txn", mops
+
+    def read_only(self, f: str, value: Any) -> bool:
+        return all(m[0] == "r" for m in value)
+
+    def invoke(self, conn: psycopg.Connection, f: str, value: Any) -> Any:
+        done = []
+        for kind, key, arg in value:
+            if kind == "r":
+                row = conn.execute("SELECT vals FROM append_lists WHERE k = %s", (key,)).fetchone()
+                done.append(["r", key, list(row[0]) if row else []])
+            else:
+                conn.execute(
+                    "INSERT INTO append_lists (k, vals) VALUES (%s, ARRAY[%s]::bigint[]) "
+                    "ON CONFLICT (k) DO UPDATE SET vals = append_lists.vals || EXCLUDED.vals",
+                    (key, arg),
+                )
+                done.append(["append", key, arg])
+        return done
+
+    def final_ops(self) -> list[tuple[str, Any]]:
+        keys = sorted(set(self._writes) | set(self._active))
+        return [("txn", [["r", k, None] for k in keys])]

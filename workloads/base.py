@@ -1,0 +1,67 @@
+"""What a workload is: a generator of operations, a client that runs them, its final reads.
+
+Workloads know nothing of the runner, the nemesis or the checkers; the runner hands each operation
+to the workload with a connection and records what comes back.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import psycopg
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """Knobs the CLI exposes that workloads share."""
+
+    isolation: str = "serializable"
+    accounts: int = 5
+    total: int = 100
+    max_transfer: int = 5
+    key_count: int = 5
+    max_writes_per_key: int = 32
+    max_txn_length: int = 4
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Definite(Exception):
+    """The operation certainly did not happen (e.g. insufficient funds): recorded as `fail`."""
+
+
+class Workload(ABC):
+    """One workload: its schema, its operation generator, its client operations, its final reads."""
+
+    name: ClassVar[str]
+
+    def __init__(self, options: WorkloadOptions) -> None:
+        self.options = options
+
+    @abstractmethod
+    def setup(self, conn: psycopg.Connection) -> None:
+        """Create the tables and initial rows; idempotent (a cluster may be reused)."""
+
+    @abstractmethod
+    def next_op(self, rng: random.Random) -> tuple[str, Any]:
+        """The next operation (f, value) to invoke; called under the generator's lock."""
+
+    @abstractmethod
+    def read_only(self, f: str, value: Any) -> bool:
+        """True when the operation cannot change the database (its failure is always definite)."""
+
+    @abstractmethod
+    def invoke(self, conn: psycopg.Connection, f: str, value: Any) -> Any:
+        """Run one operation inside an open transaction and return its completion value.
+
+        The runner commits; raising `Definite` makes the operation `fail`."""
+
+    @abstractmethod
+    def final_ops(self) -> list[tuple[str, Any]]:
+        """Operations to run after the faults are healed (the final reads)."""
+
+    def checker_params(self) -> dict[str, Any]:
+        """What this workload's checkers need to know about the run (accounts, total, …)."""
+        return {}

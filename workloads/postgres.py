@@ -1,0 +1,132 @@
+"""One logical client's connection to a Postgres endpoint, and how an operation is run on it.
+
+Each operation is one transaction at the chosen isolation level. A watchdog bounds how long an
+operation may take: when it fires it shuts the socket down (a cancel request would not reach a
+paused or partitioned server, and cancelling a wait for synchronous replication would let COMMIT
+return success for a commit that is not replicated). The phase the operation was in when it failed
+decides `fail` versus `info` (see workloads.errors).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import IsolationLevel
+
+from workloads.base import Definite, Workload
+from workloads.errors import Phase, classify, describe
+
+ISOLATION_LEVELS = {
+    "serializable": IsolationLevel.SERIALIZABLE,
+    "repeatable-read": IsolationLevel.REPEATABLE_READ,
+    "read-committed": IsolationLevel.READ_COMMITTED,
+    "read-uncommitted": IsolationLevel.READ_UNCOMMITTED,
+}
+
+
+@dataclass(frozen=True)
+class Completion:
+    type: str  # ok | fail | info
+    value: Any
+    error: str | None = None
+
+
+class Watchdog:
+    """Shuts a connection's socket down if an operation outlives its deadline."""
+
+    def __init__(self, conn: psycopg.Connection, seconds: float) -> None:
+        self.fired = False
+        self._conn = conn
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def _fire(self) -> None:
+        self.fired = True
+        with contextlib.suppress(OSError, psycopg.Error):
+            sock = socket.socket(fileno=os.dup(self._conn.pgconn.socket))
+            with sock:
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
+class PostgresClient:
+    """A worker's connection; reconnects lazily after the previous one was lost."""
+
+    def __init__(
+        self, host: str, port: int, dbname: str, user: str, isolation: str, timeout: float
+    ) -> None:
+        self._params = {"host": host, "port": port, "dbname": dbname, "user": user}
+        self._isolation = ISOLATION_LEVELS[isolation]
+        self._timeout = timeout
+        self._conn: psycopg.Connection | None = None
+
+    def connect(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(
+                **self._params,
+                connect_timeout=max(1, int(self._timeout)),
+                autocommit=False,
+                keepalives=1,
+                keepalives_idle=2,
+                keepalives_interval=1,
+                keepalives_count=3,
+                tcp_user_timeout=int(self._timeout * 1000),
+            )
+            self._conn.isolation_level = self._isolation
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    def run(self, workload: Workload, f: str, value: Any) -> Completion:
+        """Run one operation as one transaction and say what is known of its outcome."""
+        read_only = workload.read_only(f, value)
+        phase: Phase = "connect"
+        try:
+            conn = self.connect()
+            phase = "execute"
+            with Watchdog(conn, self._timeout) as dog:
+                try:
+                    result = workload.invoke(conn, f, value)
+                    phase = "commit"
+                    conn.commit()
+                except Definite as e:
+                    conn.rollback()
+                    return Completion("fail", value, str(e))
+                except Exception as e:
+                    if dog.fired:
+                        raise TimeoutError(
+                            f"no answer within {self._timeout:g}s ({describe(e)})"
+                        ) from e
+                    raise
+            return Completion("ok", result)
+        except Exception as e:
+            outcome = classify(e, phase=phase, read_only=read_only)
+            self._discard_after(e)
+            return Completion(outcome.type, value, outcome.error)
+
+    def _discard_after(self, exc: Exception) -> None:
+        """Keep a healthy connection after a server-side error; drop a broken one."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken or isinstance(exc, TimeoutError):
+            self.close()
+            return
+        try:
+            conn.rollback()
+        except psycopg.Error:
+            self.close()
