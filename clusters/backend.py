@@ -63,8 +63,11 @@ class Node(ABC):
 
     def signal(self, pattern: str, sig: str) -> list[int]:
         """Send signal `sig` (e.g. "KILL", "STOP") to the processes whose command line matches."""
-        found = self.exec(f"pgrep -f -- {shell_quote(pattern)} || true").output.split()
-        pids = [int(p) for p in found if p.isdigit()]
+        # The `sh -c` that runs pgrep has the pattern in its own command line, so pgrep -f
+        # matches it too: it prints its pid ($$) first, and that pid is left out.
+        found = self.exec(f"echo $$; pgrep -f -- {shell_quote(pattern)} || true").output.split()
+        shell, *rest = found
+        pids = [int(p) for p in rest if p.isdigit() and p != shell]
         if pids:
             self.exec(f"kill -{sig} {' '.join(map(str, pids))}", check=False)
         return pids

@@ -1,0 +1,262 @@
+"""Nodes as Docker containers on a private bridge network, one network per cluster.
+
+Everything the backend makes carries the labels `harness.cluster` (and, on containers,
+`harness.node`), so a cluster is found, listed and removed by label, including one that a
+crashed run left behind, and nothing else on the engine is ever touched.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import re
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import requests
+from docker.errors import DockerException, NotFound
+from docker.models.containers import Container
+from docker.models.networks import Network
+from rich.console import Console
+
+from clusters.backend import Backend, ExecResult, Node, NodeCommandError, shell_quote
+from clusters.image import NODE_IMAGE, ImageSpec, engine_client, ensure_image
+from harness.errors import BadInput, InfraError
+
+CLUSTER_LABEL = "harness.cluster"
+NODE_LABEL = "harness.node"
+# Docker's rule for container names, which embed the cluster name.
+_CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+START_TIMEOUT = 30.0
+
+
+@contextmanager
+def _engine(doing: str) -> Iterator[None]:
+    """Turn engine failures into InfraError (exit 255) that says what was being done."""
+    try:
+        yield
+    except (DockerException, requests.RequestException) as exc:
+        raise InfraError(f"{doing}: {exc}") from exc
+
+
+class DockerNode(Node):
+    """A container of a cluster; its `harness.node` label (n1, n2, …) is its name and hostname."""
+
+    def __init__(self, container: Container) -> None:
+        self._container = container
+        self.name = container.labels[NODE_LABEL]
+
+    def __repr__(self) -> str:
+        return f"DockerNode({self._container.name})"
+
+    def exec(
+        self,
+        cmd: str,
+        *,
+        user: str = "root",
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        detach: bool = False,
+    ) -> ExecResult:
+        with _engine(f"running a command on {self.name}"):
+            code, output = self._container.exec_run(
+                ["sh", "-c", cmd], user=user, environment=env, detach=detach
+            )
+        if detach:
+            # Started, not finished: there is neither a code nor output to report.
+            return ExecResult(0, "")
+        result = ExecResult(code, output.decode(errors="replace"))
+        if check and result.code != 0:
+            raise NodeCommandError(self.name, cmd, result)
+        return result
+
+    def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
+        if not posixpath.isabs(path):
+            raise ValueError(f"put_file needs an absolute path on the node, not {path!r}")
+        parent, base = posixpath.split(path)
+        self.exec(f"mkdir -p -- {shell_quote(parent)}")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(base)
+            info.size = len(data)
+            info.mode = mode
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        with _engine(f"writing {path} on {self.name}"):
+            self._container.put_archive(parent, buf.getvalue())
+        if owner != "root":
+            # The archive carries uid 0; names resolve only inside the node, so chown there.
+            self.exec(f"chown -- {shell_quote(owner)}: {shell_quote(path)}")
+
+    def get(self, path: str, dest: Path) -> bool:
+        try:
+            with _engine(f"copying {path} from {self.name}"):
+                stream, _ = self._container.get_archive(path)
+                # Spool to disk: a data directory or a log may be larger than memory.
+                with tempfile.TemporaryFile() as spool:
+                    for chunk in stream:
+                        spool.write(chunk)
+                    spool.seek(0)
+                    dest.mkdir(parents=True, exist_ok=True)
+                    with tarfile.open(fileobj=spool) as tar:
+                        tar.extractall(dest, filter=_local_owner)
+        except InfraError as exc:
+            if isinstance(exc.__cause__, NotFound):
+                return False
+            raise
+        return True
+
+    def logs(self) -> str:
+        with _engine(f"reading the logs of {self.name}"):
+            return self._container.logs(stdout=True, stderr=True).decode(errors="replace")
+
+    def endpoint(self, port: int) -> tuple[str, int]:
+        with _engine(f"reading the ports of {self.name}"):
+            self._container.reload()
+        bindings = self._container.attrs["NetworkSettings"]["Ports"].get(f"{port}/tcp") or []
+        for binding in bindings:
+            if binding["HostIp"] == "127.0.0.1":
+                return ("127.0.0.1", int(binding["HostPort"]))
+        raise InfraError(f"port {port} of {self.name} is not published: pass it to up()")
+
+
+def _local_owner(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """The "tar" safety filter, and the files become the harness user's: the node's uids mean
+    nothing on the control machine and would make the run folder hard to delete."""
+    return tarfile.tar_filter(member, dest).replace(
+        uid=None, gid=None, uname=None, gname=None, deep=False
+    )
+
+
+class DockerBackend(Backend):
+    """Clusters as containers of the node image on the local (or `base_url`) Docker engine."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        image_spec: ImageSpec = NODE_IMAGE,
+        *,
+        base_url: str | None = None,
+        console: Console | None = None,
+    ) -> None:
+        # Checked now so that an absent engine is a clear BadInput before any work starts.
+        self.client = engine_client(base_url)
+        self._spec = image_spec
+        self._console = console
+
+    def image(self) -> str:
+        """The node image's tag, built first if it is missing (a minute or two, once)."""
+        return ensure_image(self._spec, self._console, client=self.client)
+
+    def up(self, cluster: str, count: int, ports: list[int]) -> list[Node]:
+        if not _CLUSTER_NAME.fullmatch(cluster):
+            raise BadInput(f"cluster name {cluster!r} must be letters, digits, '_', '.', '-'")
+        if count < 1:
+            raise BadInput(f"a cluster needs at least one node, not {count}")
+        if bad := [p for p in ports if not 0 < p < 65536]:
+            raise BadInput(f"not TCP ports: {bad}")
+        if self.nodes(cluster) or self._networks(cluster):
+            raise InfraError(f"cluster {cluster} is already up: take it down first")
+        image = self.image()
+        network_name = f"harness-{cluster}"
+        made: list[Container] = []
+        network = None
+        try:
+            with _engine(f"creating cluster {cluster}"):
+                network = self.client.networks.create(
+                    network_name,
+                    driver="bridge",
+                    labels={CLUSTER_LABEL: cluster},
+                    check_duplicate=True,
+                )
+                for i in range(1, count + 1):
+                    node = f"n{i}"
+                    container = self.client.containers.create(
+                        image,
+                        name=f"harness-{cluster}-{node}",
+                        hostname=node,
+                        labels={CLUSTER_LABEL: cluster, NODE_LABEL: node},
+                        cap_add=["NET_ADMIN", "NET_RAW"],
+                        network=network_name,
+                        networking_config={
+                            network_name: self.client.api.create_endpoint_config(aliases=[node])
+                        },
+                        ports={f"{p}/tcp": ("127.0.0.1", None) for p in ports},
+                    )
+                    made.append(container)
+                    container.start()
+                for container in made:
+                    _wait_running(container)
+        except BaseException:
+            # Leave nothing half-made behind; the original error is the one worth reporting.
+            for container in made:
+                with suppress(DockerException, requests.RequestException):
+                    container.remove(force=True, v=True)
+            if network is not None:
+                with suppress(DockerException, requests.RequestException):
+                    network.remove()
+            raise
+        return self.nodes(cluster)
+
+    def nodes(self, cluster: str) -> list[Node]:
+        found = [DockerNode(c) for c in self._containers(cluster)]
+        return sorted(found, key=lambda n: int(n.name.removeprefix("n")))
+
+    def clusters(self) -> list[str]:
+        with _engine("listing clusters"):
+            containers = self.client.containers.list(
+                all=True, filters={"label": CLUSTER_LABEL}, ignore_removed=True
+            )
+            networks = self.client.networks.list(filters={"label": CLUSTER_LABEL})
+        names = {c.labels[CLUSTER_LABEL] for c in containers}
+        names |= {n.attrs["Labels"][CLUSTER_LABEL] for n in networks}
+        return sorted(names)
+
+    def down(self, cluster: str) -> list[str]:
+        removed = []
+        with _engine(f"removing cluster {cluster}"):
+            for container in self._containers(cluster):
+                if _gone_after(lambda c=container: c.remove(force=True, v=True)):
+                    removed.append(container.name)
+            for network in self._networks(cluster):
+                if _gone_after(network.remove):
+                    removed.append(network.name)
+        return removed
+
+    def _containers(self, cluster: str) -> list[Container]:
+        with _engine(f"listing the nodes of {cluster}"):
+            found = self.client.containers.list(
+                all=True, filters={"label": f"{CLUSTER_LABEL}={cluster}"}, ignore_removed=True
+            )
+        return [c for c in found if NODE_LABEL in c.labels]
+
+    def _networks(self, cluster: str) -> list[Network]:
+        with _engine(f"listing the networks of {cluster}"):
+            return self.client.networks.list(filters={"label": f"{CLUSTER_LABEL}={cluster}"})
+
+
+def _gone_after(remove: Callable[[], object]) -> bool:
+    """Run a removal; False when the thing was already gone (a concurrent down got there)."""
+    try:
+        remove()
+    except NotFound:
+        return False
+    return True
+
+
+def _wait_running(container: Container) -> None:
+    """Wait until the container runs; one that exited at once is reported with its log."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        container.reload()
+        if container.status == "running":
+            return
+        if container.status in ("exited", "dead") or time.monotonic() > deadline:
+            log = container.logs().decode(errors="replace").strip()[-500:]
+            raise InfraError(f"{container.name} did not start ({container.status}): {log}")
+        time.sleep(0.1)

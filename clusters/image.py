@@ -1,0 +1,294 @@
+"""The node image, built offline: no container registry is needed, only a Debian mirror.
+
+Two layers. The base image is a `debootstrap` of Debian with the packages the nodes need,
+imported into the engine as `harness-base:<hash>`; the node image is `docker build` of a small
+context directory on top of it, `<name>:<hash>`. Each tag is a hash of its inputs, so an image is
+built once and rebuilt only when its packages, suite, recipe or context files change.
+"""
+
+from __future__ import annotations
+
+import collections
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import requests
+from docker.errors import DockerException, ImageNotFound
+from rich.console import Console
+from rich.status import Status
+
+from harness.errors import BadInput, InfraError
+
+# Bump when the way the base is made changes (trimming, import changes) so old bases are not reused.
+BASE_RECIPE = 1
+BASE_REPOSITORY = "harness-base"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# Generous, because a node command (initdb, a base backup) may run for minutes without output.
+API_TIMEOUT = 600
+# What the nodes never read (globs in the rootfs): removing it shrinks the image, speeds the import.
+TRIM = (
+    "usr/share/doc/*",
+    "usr/share/man/*",
+    "usr/share/info/*",
+    "var/lib/apt/lists/*",
+    "var/cache/apt/*.bin",
+    "var/cache/apt/archives/*.deb",
+)
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """What a node image is made of: Debian packages for the base, a build context on top."""
+
+    name: str
+    packages: tuple[str, ...]
+    context: Path
+    suite: str = "bookworm"
+
+    def base_tag(self) -> str:
+        """The base's tag, a hash of everything debootstrap is given (the mirror is not: any
+        mirror of the suite yields the same packages)."""
+        recipe = {"recipe": BASE_RECIPE, "suite": self.suite, "packages": sorted(self.packages)}
+        return f"{BASE_REPOSITORY}:{_digest(json.dumps(recipe, sort_keys=True).encode())}"
+
+    def tag(self) -> str:
+        """The node image's tag, a hash of its base and of every file of the context."""
+        h = hashlib.sha256(self.base_tag().encode())
+        for path in sorted(p for p in self.context.rglob("*") if p.is_file()):
+            rel = path.relative_to(self.context).as_posix()
+            h.update(f"\0{rel}\0{path.stat().st_mode & 0o777:o}\0".encode())
+            h.update(path.read_bytes())
+        return f"{self.name}:{h.hexdigest()[:12]}"
+
+
+NODE_IMAGE = ImageSpec(
+    name="harness-node",
+    packages=(
+        "postgresql-15",
+        "python3",
+        "python3-psycopg2",
+        "iproute2",
+        "iptables",
+        "libfaketime",
+        "procps",
+        "tini",
+        "netcat-openbsd",
+    ),
+    context=Path(__file__).parent / "images" / "node",
+)
+
+
+def engine_client(base_url: str | None = None) -> docker.DockerClient:
+    """A client for the engine that answers, or BadInput saying how to get one.
+
+    The one place that opens the engine, so the image builder and the backend fail alike."""
+    try:
+        client = (
+            docker.DockerClient(base_url=base_url, timeout=API_TIMEOUT)
+            if base_url
+            else docker.from_env(timeout=API_TIMEOUT)
+        )
+        client.ping()
+    except (DockerException, requests.RequestException) as exc:
+        raise BadInput(
+            f"cannot reach the Docker engine ({exc}): start it, e.g. `systemctl start docker`, "
+            "or pick another --backend"
+        ) from exc
+    return client
+
+
+def ensure_image(
+    spec: ImageSpec,
+    console: Console | None = None,
+    *,
+    client: docker.DockerClient | None = None,
+) -> str:
+    """Return the tag of the node image of `spec`, building whichever layer is missing."""
+    client = client or engine_client()
+    tag = spec.tag()
+    if _exists(client, tag):
+        return tag
+    console = console or Console(stderr=True)
+    with _build_lock(console), console.status(f"building {tag}") as status:
+        # Another process may have built it while we waited for the lock.
+        if _exists(client, tag):
+            return tag
+        base = spec.base_tag()
+        if not _exists(client, base):
+            _build_base(client, spec, base, console, status)
+        _build_node(client, spec, base, tag, console, status)
+    return tag
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def _exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+    except ImageNotFound:
+        return False
+    return True
+
+
+@contextmanager
+def _build_lock(console: Console) -> Iterator[None]:
+    """Serialise builds across processes: two runs starting at once must not debootstrap twice."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / "image-build.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with console.status("waiting for another process that is building the node image"):
+                fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build_base(
+    client: docker.DockerClient, spec: ImageSpec, tag: str, console: Console, status: Status
+) -> None:
+    """debootstrap the suite with the packages into a scratch directory, trim it, import it."""
+    if shutil.which("debootstrap") is None:
+        raise InfraError(
+            "building the node image needs debootstrap, which is not installed: "
+            "run `make setup` (or `apt-get install debootstrap`)"
+        )
+    if os.geteuid() != 0:
+        raise InfraError("building the node image runs debootstrap, which needs root")
+    mirror = os.environ.get("HARNESS_DEBIAN_MIRROR", DEFAULT_MIRROR)
+    started = time.monotonic()
+    console.print(f"building the base image {tag}: debootstrap {spec.suite} from {mirror}")
+    scratch = Path(tempfile.mkdtemp(prefix="harness-rootfs-", dir="/var/tmp"))
+    try:
+        rootfs = scratch / "rootfs"
+        _debootstrap(spec, mirror, rootfs, status)
+        for pattern in TRIM:
+            for path in rootfs.glob(pattern):
+                _remove(path)
+        status.update(f"packing {tag}")
+        archive = scratch / "rootfs.tar"
+        subprocess.run(
+            ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."],
+            check=True,
+            capture_output=True,
+        )
+        status.update(f"importing {tag}")
+        repository, _, version = tag.partition(":")
+        client.api.import_image(
+            src=str(archive),
+            repository=repository,
+            tag=version,
+            changes=[f"LABEL harness.image={BASE_REPOSITORY}"],
+        )
+    except subprocess.CalledProcessError as exc:
+        raise InfraError(f"packing the base image failed: {exc.stderr.decode().strip()}") from exc
+    except DockerException as exc:
+        raise InfraError(f"importing the base image failed: {exc}") from exc
+    finally:
+        _remove_scratch(scratch)
+    console.print(f"built {tag} in {time.monotonic() - started:.0f} s")
+
+
+def _debootstrap(spec: ImageSpec, mirror: str, rootfs: Path, status: Status) -> None:
+    """Run debootstrap, showing its `I:` progress lines; keep its last lines for the error."""
+    cmd = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(spec.packages)}",
+        spec.suite,
+        str(rootfs),
+        mirror,
+    ]
+    tail: collections.deque[str] = collections.deque(maxlen=15)
+    env = {**os.environ, "LC_ALL": "C", "DEBIAN_FRONTEND": "noninteractive"}
+    # Its own process group, so that on an interrupt all of it (dpkg in the chroot too) is
+    # killed before the scratch tree is deleted under it.
+    with subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                line = line.rstrip()
+                tail.append(line)
+                if line.startswith(("I: ", "W: ")):
+                    status.update(f"debootstrap: {line[3:]}")
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    if proc.returncode != 0:
+        raise InfraError(
+            f"debootstrap of {spec.suite} from {mirror} failed (exit {proc.returncode}):\n"
+            + "\n".join(tail)
+        )
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _remove_scratch(scratch: Path) -> None:
+    """Delete the scratch tree, first unmounting what an interrupted debootstrap left mounted
+    in it (/proc, /sys): deleting through such a mount would reach the host's files."""
+    prefix = str(scratch) + "/"
+    with open("/proc/self/mounts") as mounts:
+        points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+    for point in sorted(points, key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
+    shutil.rmtree(scratch)
+
+
+def _build_node(
+    client: docker.DockerClient,
+    spec: ImageSpec,
+    base: str,
+    tag: str,
+    console: Console,
+    status: Status,
+) -> None:
+    """`docker build` the context on the base, following its steps; never pulls."""
+    started = time.monotonic()
+    try:
+        for chunk in client.api.build(
+            path=str(spec.context),
+            tag=tag,
+            buildargs={"BASE": base},
+            pull=False,
+            rm=True,
+            forcerm=True,
+            decode=True,
+        ):
+            if "error" in chunk:
+                raise InfraError(f"building {tag} failed: {chunk['error'].strip()}")
+            line = chunk.get("stream", "").strip()
+            if line.startswith("Step "):
+                status.update(f"building {tag}: {line}")
+    except DockerException as exc:
+        raise InfraError(f"building {tag} failed: {exc}") from exc
+    console.print(f"built {tag} in {time.monotonic() - started:.0f} s")
