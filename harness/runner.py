@@ -39,6 +39,23 @@ class RunResult:
     interrupted: bool = False
 
 
+def record(
+    history: HistoryWriter,
+    process: int,
+    type_: str,
+    f: str,
+    value: Any,
+    node: str,
+    workload: str,
+    error: str | None = None,
+) -> None:
+    """Append one client event, fields in the order people read them."""
+    extra = {"error": error} if error else {}
+    history.append(
+        process=process, type=type_, f=f, value=value, node=node, workload=workload, **extra
+    )
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -163,13 +180,11 @@ class Runner:
         try:
             while pacer.wait(self.stop):
                 op = generator.next()
-                common = {"process": process, "f": op.f, "node": ep.node, "workload": op.workload}
-                history.append(type="invoke", value=op.value, **common)
+                record(history, process, "invoke", op.f, op.value, ep.node, op.workload)
                 done = client.run(workloads[op.workload], op.f, op.value)
-                completion = {"type": done.type, "value": done.value, **common}
-                if done.error:
-                    completion["error"] = done.error
-                history.append(**completion)
+                record(
+                    history, process, done.type, op.f, done.value, ep.node, op.workload, done.error
+                )
                 if done.type == "info":
                     process += self.cfg.concurrency
                     client.close()
@@ -187,11 +202,11 @@ class Runner:
             for w in self.workloads:
                 for f, value in w.final_ops():
                     while True:
-                        common = {"process": process, "f": f, "node": ep.node, "workload": w.name}
-                        history.append(type="invoke", value=value, **common)
+                        record(history, process, "invoke", f, value, ep.node, w.name)
                         done = client.run(w, f, value)
-                        extra = {"error": done.error} if done.error else {}
-                        history.append(type=done.type, value=done.value, **common, **extra)
+                        record(
+                            history, process, done.type, f, done.value, ep.node, w.name, done.error
+                        )
                         if done.type == "ok" or time.monotonic() > deadline:
                             break
                         if done.type == "info":
