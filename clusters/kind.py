@@ -38,9 +38,13 @@ class ClusterKind(ABC):
     def nodes(self) -> list[Node]:
         return self.backend.nodes(self.cluster)
 
+    @classmethod
     @abstractmethod
+    def nodes_needed(cls, options: dict[str, Any]) -> int:
+        """How many nodes this kind needs with these options (known before anything starts)."""
+
     def node_count(self) -> int:
-        """How many nodes this kind needs with its options."""
+        return self.nodes_needed(self.options)
 
     @abstractmethod
     def deploy(self, say: Callable[[str], None]) -> None:

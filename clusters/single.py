@@ -13,7 +13,8 @@ from clusters.kind import ClusterKind, Endpoint, wait_until
 class SingleCluster(ClusterKind):
     name = "single"
 
-    def node_count(self) -> int:
+    @classmethod
+    def nodes_needed(cls, options: dict[str, Any]) -> int:
         return 1
 
     def deploy(self, say: Callable[[str], None]) -> None:

@@ -55,7 +55,16 @@ def resolve(path: Path, workloads: list[str] | None, out: Path | None) -> Target
         raise BadInput(f"{path} is a bare history: say which workload it is with --workload")
     out_dir = out or path.parent / f"{path.stem}-check"
     out_dir.mkdir(parents=True, exist_ok=True)
-    return Target(path, out_dir, workloads, {}, {"workloads": workloads, "history": str(path)})
+    params = default_params(workloads)
+    return Target(path, out_dir, workloads, params, {"workloads": workloads, "history": str(path)})
+
+
+def default_params(names: list[str]) -> dict[str, dict[str, Any]]:
+    """What the checkers assume of a bare history: the workloads' default settings."""
+    from workloads import build
+    from workloads.base import WorkloadOptions
+
+    return {w.name: w.checker_params() for w in build(names, WorkloadOptions())}
 
 
 def analyze(spark: Any, target: Target, console: Console) -> dict[str, Any]:

@@ -225,10 +225,12 @@ def cluster_image() -> None:
 def cluster_down(names: tuple[str, ...], backend: str) -> None:
     """Remove clusters by name; with no name, every cluster the harness left behind."""
     from clusters.registry import make_backend
+    from nemesis import heal_nodes
 
     b = make_backend(backend)
     targets = list(names) or b.clusters()
     for name in targets:
+        heal_nodes(b.nodes(name))  # a backend whose nodes outlive `down` must not keep faults
         removed = b.down(name)
         console.print(f"{name}: removed {len(removed)} containers and networks")
     if not targets:

@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
+import nemesis
 from clusters.kind import ClusterKind, Endpoint, wait_until
 from clusters.registry import cluster_kind, make_backend
 from harness import store
@@ -23,7 +24,6 @@ from harness.config import RunConfig
 from harness.generator import Generator, Pacer
 from harness.history import HistoryWriter
 from harness.progress import Progress
-from nemesis import nemesis_class
 from nemesis.base import Nemesis
 from workloads import build as build_workloads
 from workloads.base import Workload, WorkloadOptions
@@ -69,8 +69,8 @@ class Runner:
         self.console = console
         self.options = WorkloadOptions(isolation=cfg.isolation)
         self.workloads = build_workloads(cfg.workloads, self.options)
-        self.nemesis_classes = [nemesis_class(n) for n in cfg.nemesis]
         self.kind_class = cluster_kind(cfg.cluster)
+        nemesis.validate(cfg.nemesis, self.kind_class.nodes_needed({}))
         self.backend = make_backend(cfg.backend)
         self.stop = threading.Event()
 
@@ -91,17 +91,15 @@ class Runner:
         self.console.print(f"run folder: {run_dir}")
         kind = self.kind_class(self.backend, config["cluster_name"], {})
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-        nemeses: list[Nemesis] = []
+        faults: Nemesis | None = None
         try:
             kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
             endpoints = kind.endpoints()
             self._setup_workloads(endpoints[0])
             with HistoryWriter(run_dir / store.HISTORY) as history:
-                nemeses = [
-                    n(kind, history, cfg.seed, cfg.nemesis_interval) for n in self.nemesis_classes
-                ]
-                self._run_clients(endpoints, history, nemeses)
-                self._heal(nemeses)
+                faults = nemesis.build(cfg.nemesis, kind, history, cfg.seed, cfg.nemesis_interval)
+                self._run_clients(endpoints, history, faults)
+                self._heal(kind, faults)
                 self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
                 time.sleep(cfg.settle)
                 self._final_reads(endpoints[0], history)
@@ -113,7 +111,7 @@ class Runner:
             return RunResult(run_dir, interrupted=True)
         finally:
             self.stop.set()
-            self._heal(nemeses)
+            self._heal(kind, faults)
             self._teardown(kind)
             signal.signal(signal.SIGTERM, previous)
 
@@ -134,7 +132,7 @@ class Runner:
         wait_until("creating the workloads' tables", attempt, SETUP_DEADLINE, every=1.0)
 
     def _run_clients(
-        self, endpoints: list[Endpoint], history: HistoryWriter, nemeses: list[Nemesis]
+        self, endpoints: list[Endpoint], history: HistoryWriter, faults: Nemesis
     ) -> None:
         cfg = self.cfg
         generator = Generator(self.workloads, cfg.seed)
@@ -148,10 +146,8 @@ class Runner:
                 daemon=True,
             )
             for i in range(cfg.concurrency)
-        ] + [
-            threading.Thread(target=n.run, args=(self.stop,), name=f"nemesis-{n.name}", daemon=True)
-            for n in nemeses
         ]
+        threads.append(threading.Thread(target=faults.run, args=(self.stop,), name="nemesis"))
         for t in threads:
             t.start()
         deadline = time.monotonic() + cfg.time_limit
@@ -216,12 +212,14 @@ class Runner:
         finally:
             client.close()
 
-    def _heal(self, nemeses: list[Nemesis]) -> None:
-        for n in nemeses:
-            try:
-                n.heal()
-            except Exception as e:  # keep healing the others; say what could not be undone
-                self.console.print(f"[red]could not heal {n.name}: {e}[/]")
+    def _heal(self, kind: ClusterKind, faults: Nemesis | None) -> None:
+        """Undo the nemesis's faults, then anything a fault could have left on the nodes."""
+        try:
+            if faults is not None:
+                faults.heal()
+            nemesis.heal_nodes(kind.nodes)
+        except Exception as e:  # the teardown still runs; say what could not be undone
+            self.console.print(f"[red]could not heal every fault: {e}[/]")
 
     def _teardown(self, kind: ClusterKind) -> None:
         if self.cfg.keep_cluster:
