@@ -85,6 +85,7 @@ NODE_IMAGE = ImageSpec(
         "procps",
         "tini",
         "netcat-openbsd",
+        "openssh-server",
     ),
     context=Path(__file__).parent / "images" / "node",
 )
