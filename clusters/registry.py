@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+
 from clusters.backend import Backend
 from clusters.kind import ClusterKind
 from clusters.single import SingleCluster
@@ -11,15 +14,38 @@ CLUSTER_KINDS: dict[str, type[ClusterKind]] = {k.name: k for k in (SingleCluster
 
 
 def backend_names() -> list[str]:
-    return ["docker"]
+    return ["docker", "local", "ssh"]
 
 
-def make_backend(name: str) -> Backend:
-    """Construct a backend by name; the import is lazy so `--help` needs no engine."""
+def make_backend(
+    name: str,
+    *,
+    nodes: Sequence[str] = (),
+    nodes_file: Path | None = None,
+    ssh_key: Path | None = None,
+    known_hosts: Path | None = None,
+    ssh_insecure: bool = False,
+) -> Backend:
+    """Construct a backend by name; the import is lazy so `--help` needs no engine.
+
+    The keyword options describe the ssh backend's hosts and how to log in to them."""
+    if name != "ssh" and (nodes or nodes_file or ssh_key or known_hosts or ssh_insecure):
+        raise BadInput(
+            "--node, --nodes-file, --ssh-key, --known-hosts and --ssh-insecure "
+            "apply to --backend ssh only"
+        )
     if name == "docker":
         from clusters.docker_backend import DockerBackend
 
         return DockerBackend()
+    if name == "local":
+        from clusters.local_backend import LocalBackend
+
+        return LocalBackend()
+    if name == "ssh":
+        from clusters.ssh_backend import SshBackend
+
+        return SshBackend.from_options(nodes, nodes_file, ssh_key, known_hosts, ssh_insecure)
     raise BadInput(f"unknown backend {name!r}: choose from {', '.join(backend_names())}")
 
 
