@@ -7,6 +7,7 @@ their software through this interface only, so the same code works on every back
 
 from __future__ import annotations
 
+import tarfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,20 @@ class Node(ABC):
         env: dict[str, str] | None = None,
         detach: bool = False,
     ) -> ExecResult:
-        """Run a shell command (`sh -c`) on the node. `detach` starts it in the background."""
+        """Run a shell command (`sh -c`) on the node. `detach` starts it in the background.
+
+        `signal` relies on this: no process on the node but that `sh -c` (and what it starts)
+        has `cmd` in its command line, detached or not. A wrapper the backend needs (a login
+        shell, nohup, a switch of user) must exec the next step rather than fork it and stay
+        behind, or `pgrep -f` finds the wrapper too and `signal` signals it. Processes outside
+        the node's PID namespace (nsenter on the host, say) are not seen and do not count."""
+
+    def _finished(self, cmd: str, result: ExecResult, *, check: bool, detach: bool) -> ExecResult:
+        """What `exec` returns once `cmd` ran with `result`: NodeCommandError if `check` and it
+        failed. A detached command that started has neither a code nor output to report."""
+        if check and result.code != 0:
+            raise NodeCommandError(self.name, cmd, result)
+        return ExecResult(0, "") if detach and result.code == 0 else result
 
     @abstractmethod
     def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
@@ -93,6 +107,15 @@ class Backend(ABC):
     @abstractmethod
     def down(self, cluster: str) -> list[str]:
         """Remove every node and network of `cluster`; returns what was removed."""
+
+
+def local_owner(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
+    """The "tar" extraction filter for what `get` copies from a node, and the files become the
+    harness user's: the node's uids mean nothing on the control machine and would make the run
+    folder hard to delete."""
+    return tarfile.tar_filter(member, dest).replace(
+        uid=None, gid=None, uname=None, gname=None, deep=False
+    )
 
 
 def shell_quote(s: str) -> str:

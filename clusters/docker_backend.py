@@ -23,7 +23,7 @@ from docker.models.containers import Container
 from docker.models.networks import Network
 from rich.console import Console
 
-from clusters.backend import Backend, ExecResult, Node, NodeCommandError, shell_quote
+from clusters.backend import Backend, ExecResult, Node, local_owner, shell_quote
 from clusters.image import NODE_IMAGE, ImageSpec, engine_client, ensure_image
 from harness.errors import BadInput, InfraError
 
@@ -66,13 +66,9 @@ class DockerNode(Node):
             code, output = self._container.exec_run(
                 ["sh", "-c", cmd], user=user, environment=env, detach=detach
             )
-        if detach:
-            # Started, not finished: there is neither a code nor output to report.
-            return ExecResult(0, "")
-        result = ExecResult(code, output.decode(errors="replace"))
-        if check and result.code != 0:
-            raise NodeCommandError(self.name, cmd, result)
-        return result
+        # Detached, the engine says neither a code nor output (it started, did not finish).
+        result = ExecResult(0, "") if detach else ExecResult(code, output.decode(errors="replace"))
+        return self._finished(cmd, result, check=check, detach=detach)
 
     def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
         if not posixpath.isabs(path):
@@ -103,7 +99,7 @@ class DockerNode(Node):
                     spool.seek(0)
                     dest.mkdir(parents=True, exist_ok=True)
                     with tarfile.open(fileobj=spool) as tar:
-                        tar.extractall(dest, filter=_local_owner)
+                        tar.extractall(dest, filter=local_owner)
         except InfraError as exc:
             if isinstance(exc.__cause__, NotFound):
                 return False
@@ -122,14 +118,6 @@ class DockerNode(Node):
             if binding["HostIp"] == "127.0.0.1":
                 return ("127.0.0.1", int(binding["HostPort"]))
         raise InfraError(f"port {port} of {self.name} is not published: pass it to up()")
-
-
-def _local_owner(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-    """The "tar" safety filter, and the files become the harness user's: the node's uids mean
-    nothing on the control machine and would make the run folder hard to delete."""
-    return tarfile.tar_filter(member, dest).replace(
-        uid=None, gid=None, uname=None, gname=None, deep=False
-    )
 
 
 class DockerBackend(Backend):

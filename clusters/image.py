@@ -173,16 +173,13 @@ def _build_base(
         )
     if os.geteuid() != 0:
         raise InfraError("building the node image runs debootstrap, which needs root")
-    mirror = os.environ.get("HARNESS_DEBIAN_MIRROR", DEFAULT_MIRROR)
+    mirror = debian_mirror()
     started = time.monotonic()
     console.print(f"building the base image {tag}: debootstrap {spec.suite} from {mirror}")
     scratch = Path(tempfile.mkdtemp(prefix="harness-rootfs-", dir="/var/tmp"))
     try:
         rootfs = scratch / "rootfs"
-        _debootstrap(spec, mirror, rootfs, status)
-        for pattern in TRIM:
-            for path in rootfs.glob(pattern):
-                _remove(path)
+        make_rootfs(spec, mirror, rootfs, status)
         status.update(f"packing {tag}")
         archive = scratch / "rootfs.tar"
         subprocess.run(
@@ -203,8 +200,26 @@ def _build_base(
     except DockerException as exc:
         raise InfraError(f"importing the base image failed: {exc}") from exc
     finally:
-        _remove_scratch(scratch)
+        remove_tree(scratch)
     console.print(f"built {tag} in {time.monotonic() - started:.0f} s")
+
+
+def debian_mirror() -> str:
+    """The Debian mirror debootstrap fetches from: $HARNESS_DEBIAN_MIRROR, else deb.debian.org."""
+    return os.environ.get("HARNESS_DEBIAN_MIRROR", DEFAULT_MIRROR)
+
+
+def make_rootfs(spec: ImageSpec, mirror: str, rootfs: Path, status: Status) -> None:
+    """Make `rootfs` (a path that does not exist yet) a Debian root of `spec`: debootstrap of its
+    suite with its packages from `mirror`, without what the nodes never read (TRIM).
+
+    The one recipe behind the node image's base and the local backend's node root, so the two
+    stay the same; needs root and debootstrap. The caller deletes a half-made root with
+    `remove_tree`, since an interrupted debootstrap leaves /proc and /sys mounted in it."""
+    _debootstrap(spec, mirror, rootfs, status)
+    for pattern in TRIM:
+        for path in rootfs.glob(pattern):
+            _remove(path)
 
 
 def _debootstrap(spec: ImageSpec, mirror: str, rootfs: Path, status: Status) -> None:
@@ -254,15 +269,16 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _remove_scratch(scratch: Path) -> None:
-    """Delete the scratch tree, first unmounting what an interrupted debootstrap left mounted
-    in it (/proc, /sys): deleting through such a mount would reach the host's files."""
-    prefix = str(scratch) + "/"
+def remove_tree(tree: Path) -> None:
+    """Delete a directory tree, first unmounting whatever is mounted below it (an interrupted
+    debootstrap leaves /proc and /sys mounted): deleting through a mount would reach the host's
+    files."""
+    prefix = str(tree) + "/"
     with open("/proc/self/mounts") as mounts:
         points = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
     for point in sorted(points, key=len, reverse=True):
         subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
-    shutil.rmtree(scratch)
+    shutil.rmtree(tree)
 
 
 def _build_node(

@@ -41,9 +41,8 @@ from typing import Any
 
 from rich.console import Console
 
-from clusters import image
-from clusters.backend import Backend, ExecResult, Node, NodeCommandError, shell_quote
-from clusters.image import NODE_IMAGE, ImageSpec
+from clusters.backend import Backend, ExecResult, Node, NodeCommandError, local_owner, shell_quote
+from clusters.image import NODE_IMAGE, ImageSpec, debian_mirror, make_rootfs, remove_tree
 from harness.errors import BadInput, InfraError
 
 PREFIX = "harness-local"
@@ -196,10 +195,8 @@ class LocalNode(Node):
             stderr=subprocess.STDOUT,
         )
         result = ExecResult(done.returncode, done.stdout.decode(errors="replace"))
-        if check and result.code != 0:
-            raise NodeCommandError(self.name, cmd, result)
-        # Detached, a zero code says it started; like Docker there is no output to report.
-        return ExecResult(0, "") if detach and result.code == 0 else result
+        # Detached, a zero code says it started.
+        return self._finished(cmd, result, check=check, detach=detach)
 
     def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
         if not posixpath.isabs(path):
@@ -244,7 +241,7 @@ class LocalNode(Node):
             spool.seek(0)
             dest.mkdir(parents=True, exist_ok=True)
             with tarfile.open(fileobj=spool) as tar:
-                tar.extractall(dest, filter=_local_owner)
+                tar.extractall(dest, filter=local_owner)
         return True
 
     def logs(self) -> str:
@@ -254,14 +251,6 @@ class LocalNode(Node):
     def endpoint(self, port: int) -> tuple[str, int]:
         # The host has an address on the cluster's network: every port is reachable as it is.
         return (self.address, port)
-
-
-def _local_owner(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-    """The "tar" safety filter, and the files become the harness user's: the node's uids mean
-    nothing on the control machine and would make the run folder hard to delete."""
-    return tarfile.tar_filter(member, dest).replace(
-        uid=None, gid=None, uname=None, gname=None, deep=False
-    )
 
 
 class LocalBackend(Backend):
@@ -346,7 +335,7 @@ class LocalBackend(Backend):
         for directory in (CLUSTERS_DIR / cluster, RUN_DIR / cluster):
             if directory.exists():
                 # Unmounts first whatever is mounted below, so the deletion cannot reach through.
-                image._remove_scratch(directory)
+                remove_tree(directory)
                 removed.append(str(directory))
         return removed
 
@@ -369,19 +358,16 @@ def ensure_rootfs(spec: ImageSpec = NODE_IMAGE, console: Console | None = None) 
     with _locked(ROOTFS_DIR / ".lock"), console.status(f"making the node rootfs {key}") as status:
         if rootfs.is_dir():  # another process made it while we waited
             return rootfs
-        mirror = os.environ.get("HARNESS_DEBIAN_MIRROR", image.DEFAULT_MIRROR)
+        mirror = debian_mirror()
         console.print(f"making the node rootfs {rootfs}: debootstrap {spec.suite} from {mirror}")
         started = time.monotonic()
         scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=ROOTFS_DIR))
         try:
-            image._debootstrap(spec, mirror, scratch / "rootfs", status)
-            for pattern in image.TRIM:
-                for path in (scratch / "rootfs").glob(pattern):
-                    image._remove(path)
+            make_rootfs(spec, mirror, scratch / "rootfs", status)
             # Renamed only when complete, so a rootfs that exists is a whole one.
             (scratch / "rootfs").rename(rootfs)
         finally:
-            image._remove_scratch(scratch)
+            remove_tree(scratch)
         console.print(f"made {rootfs} in {time.monotonic() - started:.0f} s")
     return rootfs
 

@@ -1,31 +1,37 @@
-"""The local backend on this machine: every test looks at an effect on real namespaces."""
+"""The local backend on this machine: every test looks at an effect on real namespaces.
+
+What every backend's nodes do is tested by `TestLocalNode` (node_contract.py); the rest here is
+the local backend's own."""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import psycopg
 import pytest
 from rich.console import Console
 
-from clusters.backend import Node, NodeCommandError, shell_quote
+from clusters.backend import Node
 from clusters.local_backend import CLUSTERS_DIR, NETNS_DIR, PREFIX, RUN_DIR, LocalBackend
 from clusters.registry import make_backend
 from clusters.single import SingleCluster
-from harness.errors import BadInput, InfraError
+from harness.errors import BadInput
+from tests.integration.node_contract import (
+    ContractCluster,
+    InitNodeContract,
+    eventually,
+    fetch,
+    serve,
+)
 
 pytestmark = pytest.mark.local
 
-T = TypeVar("T")
 Trio = tuple[str, list[Node]]  # the module cluster's name and its nodes
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,34 +68,15 @@ def trio(backend: LocalBackend) -> Iterator[Trio]:
         backend.down(name)
 
 
-def eventually(probe: Callable[[], T], what: str, timeout: float = 10.0) -> T:
-    """The first truthy result of `probe`: node processes start and stop asynchronously."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = probe()
-        except (OSError, NodeCommandError):
-            result = None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
+@pytest.fixture(scope="module")
+def contract_cluster(backend: LocalBackend, trio: Trio) -> ContractCluster:
+    name, nodes = trio
+    # Every port of a node is reachable at its address: any will do.
+    return ContractCluster(backend, name, 3, nodes, 7000, witnesses=nodes)
 
 
-def serve(node: Node, port: int, reply: str) -> None:
-    """A TCP server on the node that sends `reply` to every connection and closes it."""
-    server = (
-        f"import socket; s = socket.create_server(('', {port})); "
-        f"[c.sendall(b'{reply}\\n') or c.close() for c, _ in iter(s.accept, None)]"
-    )
-    node.exec(f"python3 -c {shell_quote(server)}", detach=True)
-    eventually(lambda: node.exec(f"nc -z 127.0.0.1 {port}").code == 0, f"port {port}")
-
-
-def fetch(node: Node, host: str, port: int) -> str:
-    """What a client on `node` reads from host:port, or "" when it cannot connect in 2 s."""
-    return node.exec(f"nc -w 2 {host} {port} </dev/null", check=False).output.strip()
+class TestLocalNode(InitNodeContract):
+    unknown_user_code = 126  # as Docker's
 
 
 def state_of(pid: int) -> str:
@@ -143,111 +130,11 @@ def test_registry_makes_it() -> None:
         pytest.skip(str(exc))
 
 
-def test_nodes_are_listed_in_order(backend: LocalBackend, trio: Trio) -> None:
-    name, nodes = trio
-    assert [n.name for n in nodes] == ["n1", "n2", "n3"]
-    assert [n.name for n in backend.nodes(name)] == ["n1", "n2", "n3"]
-    assert name in backend.clusters()
+def test_each_node_has_its_own_hostname_and_processes(trio: Trio) -> None:
+    nodes = trio[1]
     assert [n.exec("hostname").output.strip() for n in nodes] == ["n1", "n2", "n3"]
     # Its own processes: the init is PID 1 and nothing of the host or other nodes is visible.
     assert nodes[1].exec("ps -e -o comm=").output.split()[:2] == ["tini", "sleep"]
-
-
-def test_up_refuses_a_taken_or_bad_name_and_leaves_the_cluster_be(
-    backend: LocalBackend, trio: Trio
-) -> None:
-    name, nodes = trio
-    with pytest.raises(InfraError, match="already up"):
-        backend.up(name, 1, [])
-    with pytest.raises(BadInput):
-        backend.up("../etc", 1, [])
-    assert backend.down("../etc") == []
-    assert nodes[0].exec("hostname").output.strip() == "n1"
-
-
-def test_exec_reports_output_and_exit_code(trio: Trio, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HARNESS_ONLY", "the harness's")
-    n1 = trio[1][0]
-    result = n1.exec("echo out; echo err >&2; echo $GREETING", env={"GREETING": "hello"})
-    assert result.code == 0
-    assert sorted(result.output.split()) == ["err", "hello", "out"]
-    assert n1.exec("exit 3", check=False).code == 3
-    with pytest.raises(NodeCommandError) as failed:
-        n1.exec("echo boom; exit 4")
-    assert failed.value.result.code == 4
-    assert "boom" in str(failed.value)
-    as_pg = n1.exec("id -un; id -Gn; echo $HOME; echo $HARNESS_ONLY", user="postgres").output
-    assert as_pg.split("\n")[:4] == ["postgres", "postgres ssl-cert", "/var/lib/postgresql", ""]
-    assert n1.exec("true", user="nosuchuser", check=False).code == 126
-
-
-def test_put_file_and_get_round_trip(trio: Trio, tmp_path: Path) -> None:
-    n1 = trio[1][0]
-    data = bytes(range(256)) * 100
-    n1.put_file("/srv/round/trip/data.bin", data, mode=0o640, owner="postgres")
-    stat = n1.exec("stat -c '%a %U %G' /srv/round/trip/data.bin").output.split()
-    assert stat == ["640", "postgres", "postgres"]
-
-    assert n1.get("/srv/round/trip/data.bin", tmp_path / "file")
-    copy = tmp_path / "file" / "data.bin"
-    assert copy.read_bytes() == data
-    assert copy.stat().st_mode & 0o777 == 0o640
-
-    assert n1.get("/srv/round/", tmp_path / "dir")
-    assert (tmp_path / "dir" / "round" / "trip" / "data.bin").read_bytes() == data
-    assert not n1.get("/srv/no/such/file", tmp_path / "missing")
-
-    # /var/run is the absolute link /run: followed on the node, never on the host.
-    marker = f"harness-local-test-{secrets.token_hex(4)}"
-    n1.put_file(f"/var/run/{marker}", b"node")
-    assert n1.exec(f"cat /run/{marker}").output == "node"
-    assert not Path(f"/run/{marker}").exists()
-    assert trio[1][1].exec(f"test -e /run/{marker}", check=False).code == 1
-
-
-def test_logs_show_what_the_init_printed(trio: Trio) -> None:
-    n2, n3 = trio[1][1:]
-    n2.exec("echo marker-from-pid-1 > /proc/1/fd/1")
-    assert "marker-from-pid-1" in n2.logs()
-    assert "marker-from-pid-1" not in n3.logs()
-
-
-def test_signal_stops_continues_and_kills_without_zombie(trio: Trio) -> None:
-    n1 = trio[1][0]
-
-    def state(pid: int) -> str:
-        stat = n1.exec(f"cat /proc/{pid}/stat 2>/dev/null", check=False).output
-        return stat.rpartition(")")[2].split()[0] if stat else ""
-
-    # Backgrounded so its launcher exits at once: the sleep is orphaned to PID 1 (tini),
-    # which must reap it, as it must reap every daemon a cluster kind starts.
-    n1.exec("sleep 1000 >/dev/null 2>&1 &", detach=True)
-    pid = int(eventually(lambda: n1.exec("pgrep -f '^sleep 1000$'").output, "the sleep"))
-    assert n1.exec(f"ps -o ppid= -p {pid}").output.strip() == "1"
-
-    assert n1.signal("sleep 1000", "STOP") == [pid]
-    eventually(lambda: state(pid) == "T", "state T")
-    assert n1.signal("sleep 1000", "CONT") == [pid]
-    eventually(lambda: state(pid) == "S", "state S")
-    assert n1.signal("sleep 1000", "KILL") == [pid]
-    eventually(lambda: state(pid) == "", f"pid {pid} to vanish (a zombie has state Z)")
-    assert n1.signal("sleep 1000", "KILL") == []
-
-
-def test_nodes_reach_each_other_by_hostname(trio: Trio) -> None:
-    n1, n2, n3 = trio[1]
-    serve(n1, 7001, "from-n1")
-    serve(n3, 7003, "from-n3")
-    assert fetch(n2, "n1", 7001) == "from-n1"
-    assert fetch(n1, "n3", 7003) == "from-n3"
-
-
-def test_host_reaches_a_node_port_through_endpoint(trio: Trio) -> None:
-    n2 = trio[1][1]
-    serve(n2, 7002, "from-n2")
-    host, port = n2.endpoint(7002)
-    with socket.create_connection((host, port), timeout=5) as conn:
-        assert conn.recv(100) == b"from-n2\n"
 
 
 def test_iptables_in_a_node_blocks_one_peer_only(trio: Trio) -> None:

@@ -1,16 +1,17 @@
 """The ssh backend against a real OpenSSH server: three node containers of the Docker backend run
 sshd with fresh host keys, published on 127.0.0.1, and every test looks at a real effect on them
-(through `docker exec`, not through the backend under test, where the effect is the point)."""
+(through `docker exec`, not through the backend under test, where the effect is the point).
+
+What every backend's nodes do is tested by `TestSshNode` (node_contract.py) on those hosts; the
+rest here is the ssh backend's own."""
 
 from __future__ import annotations
 
 import secrets
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import psycopg
 import pytest
@@ -18,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from clusters import postgres_node as pg
-from clusters.backend import Node, NodeCommandError
+from clusters.backend import Node
 from clusters.docker_backend import DockerBackend
 from clusters.registry import make_backend
 from clusters.single import SingleCluster
@@ -32,8 +33,8 @@ from clusters.ssh_backend import (
     without_hosts_block,
 )
 from harness.errors import BadInput, InfraError
+from tests.integration.node_contract import ContractCluster, NodeContract, eventually
 
-T = TypeVar("T")
 docker = pytest.mark.docker
 
 
@@ -56,21 +57,6 @@ class Sshd:
 
     def has(self, path: str) -> bool:
         return self.container.exec(f"test -e {path}", check=False).code == 0
-
-
-def eventually(probe: Callable[[], T], what: str, timeout: float = 10.0) -> T:
-    """The first truthy result of `probe`: processes start and stop asynchronously."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = probe()
-        except (OSError, NodeCommandError, InfraError):
-            result = None
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def _answers_ssh(port: int) -> bool:
@@ -151,6 +137,19 @@ def node(backend: SshBackend, ssh_cluster: str) -> Node:
     return backend.up(ssh_cluster, 1, [pg.PORT])[0]
 
 
+@pytest.fixture(scope="class")
+def contract_cluster(backend: SshBackend, sshds: list[Sshd]) -> Iterator[ContractCluster]:
+    """A cluster on all three hosts for the contract tests, given back after the last of them."""
+    name = f"s{secrets.token_hex(4)}"
+    try:
+        nodes = backend.up(name, 3, [pg.PORT])
+        yield ContractCluster(
+            backend, name, 3, nodes, pg.PORT, witnesses=[s.container for s in sshds]
+        )
+    finally:
+        backend.down(name)
+
+
 # --- what needs no server ---------------------------------------------------------------------
 
 
@@ -215,14 +214,18 @@ def test_owned_processes_are_the_marked_and_data_dir_trees() -> None:
 
 
 @docker
+class TestSshNode(NodeContract):
+    unknown_user_code = 1  # runuser's "user … does not exist"
+    # runuser stays the parent of a user's command, with the command in its command line.
+    wrapped_users = ("postgres",)
+
+
+@docker
 def test_up_claims_hosts_and_down_gives_them_back(
     backend: SshBackend, sshds: list[Sshd], ssh_cluster: str
 ) -> None:
     before = [s.sh("cat /etc/hosts") for s in sshds]
     nodes = backend.up(ssh_cluster, 3, [pg.PORT])
-    assert [n.name for n in nodes] == ["n1", "n2", "n3"]
-    assert [n.name for n in backend.nodes(ssh_cluster)] == ["n1", "n2", "n3"]
-    assert ssh_cluster in backend.clusters()
     for i, sshd in enumerate(sshds, start=1):
         assert sshd.sh("cat /var/lib/harness/cluster") == f"cluster={ssh_cluster}\nnode=n{i}\n"
         hosts = sshd.sh("cat /etc/hosts")
@@ -256,8 +259,6 @@ def test_up_refuses_a_claimed_host_and_releases_its_own(
     known_hosts: Path,
 ) -> None:
     backend.up(ssh_cluster, 1, [])
-    with pytest.raises(InfraError, match="already up"):
-        backend.up(ssh_cluster, 1, [])
     # The hosts in another order: the first (sshds[1]) is claimed, then sshds[0] refuses.
     reordered = SshBackend(
         [parse_host(sshds[1].spec()), parse_host(sshds[0].spec())],
@@ -276,56 +277,7 @@ def test_up_refuses_a_claimed_host_and_releases_its_own(
 
 
 @docker
-def test_exec_reports_output_codes_env_and_user(node: Node) -> None:
-    result = node.exec("echo out; echo err >&2; echo $GREETING", env={"GREETING": "hello 'you'"})
-    assert result.code == 0
-    assert sorted(result.output.splitlines()) == ["err", "hello 'you'", "out"]
-    assert node.exec("exit 3", check=False).code == 3
-    with pytest.raises(NodeCommandError) as failed:
-        node.exec("echo boom; exit 4")
-    assert failed.value.result.code == 4
-    assert "boom" in str(failed.value)
-    assert node.exec("id -un").output.strip() == "root"
-    assert node.exec("id -un; echo $X", user="postgres", env={"X": "y"}).output.split() == [
-        "postgres",
-        "y",
-    ]
-
-
-@docker
-def test_put_file_and_get_round_trip(node: Node, sshds: list[Sshd], tmp_path: Path) -> None:
-    data = bytes(range(256)) * 100
-    node.put_file("/srv/round/trip/data.bin", data, mode=0o640, owner="postgres")
-    node.put_file("/srv/round/top.txt", b"top\n", mode=0o600)
-    stat = sshds[0].sh("stat -c '%a %U %G' /srv/round/trip/data.bin").split()
-    assert stat == ["640", "postgres", "postgres"]
-
-    assert node.get("/srv/round/trip/data.bin", tmp_path / "one")
-    copied = tmp_path / "one" / "data.bin"
-    assert copied.read_bytes() == data
-    assert copied.stat().st_mode & 0o777 == 0o640
-    assert node.get("/srv/round", tmp_path / "tree")
-    assert (tmp_path / "tree" / "round" / "trip" / "data.bin").read_bytes() == data
-    assert (tmp_path / "tree" / "round" / "top.txt").read_text() == "top\n"
-    assert node.get("/srv/absent", tmp_path / "none") is False
-    sshds[0].sh("rm -rf /srv/round")
-
-
-@docker
-def test_signal_stops_continues_and_kills_a_detached_process(node: Node, sshds: list[Sshd]) -> None:
-    def state(pid: int) -> str:
-        out = sshds[0].container.exec(f"cat /proc/{pid}/stat", check=False)
-        return out.output.rsplit(")", 1)[1].split()[0] if out.code == 0 else "gone"
-
-    node.exec("exec sleep 4141", detach=True)
-    pid = eventually(lambda: node.signal("sleep 4141", "CONT"), "the detached sleep")[0]
-    assert node.signal("sleep 4141", "STOP") == [pid]
-    eventually(lambda: state(pid) == "T", "the process stopped")
-    node.signal("sleep 4141", "CONT")
-    eventually(lambda: state(pid) == "S", "the process running again")
-    node.signal("sleep 4141", "KILL")
-    eventually(lambda: state(pid) == "gone", "the process gone")
-
+def test_logs_show_what_detached_commands_printed(node: Node) -> None:
     node.exec("echo hello from the background", detach=True)
 
     def logged() -> str:
