@@ -9,8 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from clusters.backend import Backend, Node
+from clusters.backend import Backend, Node, shell_quote
 from harness.errors import InfraError
+
+# The clock nemesis moves a node's clock by rewriting CLOCK_FILE, which libfaketime, preloaded
+# into every cluster process, reads on each clock call (FAKETIME_NO_CACHE: otherwise it caches
+# for ~10 s). libfaketime fakes CLOCK_MONOTONIC too; FAKETIME_DONT_FAKE_MONOTONIC would be closer
+# to a real clock step, but in 0.9.10 it breaks absolute monotonic sleeps (EINVAL).
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+CLOCK_FILE = "/var/lib/harness/clock-offset"
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,12 @@ class ClusterKind(ABC):
     def processes(self) -> dict[str, str]:
         """Process name → command-line pattern, for faults that kill or pause them."""
 
+    def start_process(self, node: Node, name: str) -> None:
+        """Start process `name` (a key of `processes()`) on `node` again, after a kill.
+
+        Not abstract so that a kind can exist before it supports the kill nemesis."""
+        raise NotImplementedError(f"cluster kind {self.name} cannot restart {name}")
+
     @abstractmethod
     def leader(self) -> str | None:
         """The node that currently leads (takes writes), if the kind can tell."""
@@ -72,6 +85,28 @@ class ClusterKind(ABC):
 
     def teardown(self) -> list[str]:
         return self.backend.down(self.cluster)
+
+
+def under_faketime(cmd: str) -> str:
+    """`cmd` with libfaketime preloaded and reading the node's clock file.
+
+    Put it after the privilege drop (`runuser -u USER -- ` + this): preloaded into runuser, it
+    would create its semaphore as root, and the dropped process then fails to open it."""
+    env = {
+        "LD_PRELOAD": FAKETIME_LIB,
+        "FAKETIME_TIMESTAMP_FILE": CLOCK_FILE,
+        "FAKETIME_NO_CACHE": "1",
+    }
+    return "env " + " ".join(f"{k}={shell_quote(v)}" for k, v in env.items()) + " " + cmd
+
+
+def ensure_clock_file(node: Node) -> None:
+    """Create the node's clock file at offset zero ("+0", libfaketime's relative format) unless it
+    exists: a restart during a clock fault must not undo the fault."""
+    node.exec(
+        f"test -e {CLOCK_FILE} || {{ mkdir -p $(dirname {CLOCK_FILE}) && echo +0 > {CLOCK_FILE}; }}"
+        f" && chmod 644 {CLOCK_FILE}"
+    )
 
 
 def wait_until(what: str, probe: Callable[[], bool], timeout: float, every: float = 0.5) -> None:

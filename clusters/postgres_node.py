@@ -6,6 +6,7 @@ Shared by every cluster kind that runs Postgres, so each kind only says how its 
 from __future__ import annotations
 
 from clusters.backend import Node
+from clusters.kind import ensure_clock_file, under_faketime
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 PGDATA = "/var/lib/harness/pgdata"
@@ -54,8 +55,14 @@ def init(node: Node, extra_conf: str = "") -> None:
 
 
 def start(node: Node) -> None:
-    """Start Postgres and wait until it accepts connections."""
-    node.exec(as_postgres(f"{PG_BIN}/pg_ctl -D {PGDATA} -l {PG_LOG} -w -t 60 start >/dev/null"))
+    """Start Postgres under the node's faked clock and wait until it accepts connections.
+
+    Idempotent, and fine after a kill: pg_ctl ignores a postmaster.pid whose process is gone."""
+    ensure_clock_file(node)
+    if node.exec(as_postgres(f"{PG_BIN}/pg_ctl -D {PGDATA} status"), check=False).code == 0:
+        return
+    pg_ctl = f"{PG_BIN}/pg_ctl -D {PGDATA} -l {PG_LOG} -w -t 60 start"
+    node.exec(f"runuser -u postgres -- {under_faketime(pg_ctl)} >/dev/null")
 
 
 def stop(node: Node) -> None:

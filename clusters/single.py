@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from clusters import postgres_node as pg
+from clusters.backend import Node
 from clusters.kind import ClusterKind, Endpoint, wait_until
 
 
@@ -33,6 +34,11 @@ class SingleCluster(ClusterKind):
 
     def processes(self) -> dict[str, str]:
         return {"postgres": f"{pg.PG_BIN}/postgres"}
+
+    def start_process(self, node: Node, name: str) -> None:
+        if name != "postgres":
+            raise ValueError(f"the single cluster runs no process {name!r}")
+        pg.start(node)
 
     def leader(self) -> str | None:
         return "n1"

@@ -20,7 +20,7 @@ from harness.errors import BadInput, InfraError
 from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA
 
 console = Console(stderr=False, highlight=False)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_INTERRUPTED = 130
 

@@ -70,7 +70,7 @@ class Runner:
         self.options = WorkloadOptions(isolation=cfg.isolation)
         self.workloads = build_workloads(cfg.workloads, self.options)
         self.kind_class = cluster_kind(cfg.cluster)
-        nemesis.validate(cfg.nemesis, self.kind_class.nodes_needed({}))
+        nemesis.validate(cfg.nemesis, self.kind_class.nodes_needed({}), cfg.cluster)
         self.backend = make_backend(cfg.backend)
         self.stop = threading.Event()
 

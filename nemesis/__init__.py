@@ -1,35 +1,136 @@
-"""Faults and their schedules, registered in one place: package name → nemesis class.
+"""Faults and their schedules, registered in one place: package name → where its faults come from.
 
 The runner uses only `validate`, `build` and `heal_nodes`; `harness cluster down` uses
 `heal_nodes` too, so faults are undone even after a crash of the harness.
+
+Packages (`--nemesis a,b,…`): `none`; `partition` (a random shape each time) and one package per
+shape, `partition-majority`, `partition-ring` (majorities ring), `partition-primary`,
+`partition-one`, `partition-halves`, `partition-bridge`; `kill`, `pause`, `clock`, `packet` on
+random targets (one, minority, majority, all or primaries), `kill-primary`, `pause-primary`; and
+`all`, every fault kind the cluster's node count allows. See `nemesis.schedule` for the schedule
+and the history events.
 """
 
 from __future__ import annotations
+
+import random
+from collections.abc import Callable
 
 from clusters.backend import Node
 from clusters.kind import ClusterKind
 from harness.errors import BadInput
 from harness.history import HistoryWriter
+from nemesis import clock, packet, partition
 from nemesis.base import Nemesis, NoNemesis
+from nemesis.clock import Clock
+from nemesis.fault import Fault, on_nodes
+from nemesis.grudges import MIN_NODES_PRIMARIES, SHAPES
+from nemesis.kill import Kill
+from nemesis.packet import Packet
+from nemesis.partition import Partition
+from nemesis.pause import Pause
+from nemesis.processes import continue_stopped
+from nemesis.schedule import Package, ScheduledNemesis
+from nemesis.targets import TARGETS
 
-NEMESES: dict[str, type[Nemesis]] = {n.name: n for n in (NoNemesis,)}
+Make = Callable[[list[str], random.Random], Fault]
 
 
-def validate(names: list[str], node_count: int) -> None:
+def _partition(shape: str) -> Make:
+    return lambda nodes, rng: Partition.planned(shape, nodes, rng)
+
+
+def _any_partition(nodes: list[str], rng: random.Random) -> Fault:
+    """A shape drawn among those that are a partition on this many nodes."""
+    shapes = [s for s, (_, least) in SHAPES.items() if least <= len(nodes)] + ["primaries"]
+    return Partition.planned(rng.choice(shapes), nodes, rng)
+
+
+def _targeted(cls: type[Kill | Pause | Clock | Packet], target: str | None = None) -> Make:
+    return lambda nodes, rng: cls.planned_for(target or rng.choice(TARGETS), nodes, rng)
+
+
+PACKAGES: dict[str, Package] = {
+    p.name: p
+    for p in (
+        Package("partition", min(least for _, least in SHAPES.values()), _any_partition),
+        Package("partition-majority", SHAPES["majority"][1], _partition("majority")),
+        Package("partition-ring", SHAPES["majorities-ring"][1], _partition("majorities-ring")),
+        Package("partition-primary", MIN_NODES_PRIMARIES, _partition("primaries")),
+        Package("partition-one", SHAPES["one"][1], _partition("one")),
+        Package("partition-halves", SHAPES["halves"][1], _partition("halves")),
+        Package("partition-bridge", SHAPES["bridge"][1], _partition("bridge")),
+        Package("kill", 1, _targeted(Kill)),
+        Package("kill-primary", 1, _targeted(Kill, "primaries")),
+        Package("pause", 1, _targeted(Pause)),
+        Package("pause-primary", 1, _targeted(Pause, "primaries")),
+        Package("clock", 1, _targeted(Clock)),
+        Package("packet", 1, _targeted(Packet)),
+    )
+}
+NONE = "none"
+ALL = "all"
+EVERY_KIND = ("partition", "kill", "pause", "clock", "packet")  # what `all` means
+
+
+def validate(names: list[str], node_count: int, cluster: str = "") -> None:
     """Reject unknown packages, and faults the cluster cannot have, before anything starts."""
+    known = [NONE, ALL, *PACKAGES]
     for name in names:
-        if name not in NEMESES:
-            raise BadInput(f"unknown nemesis {name!r}: choose from {', '.join(sorted(NEMESES))}")
+        if name not in known:
+            raise BadInput(f"unknown nemesis {name!r}: choose from {', '.join(known)}")
+    for name in names:
+        least = PACKAGES[name].min_nodes if name in PACKAGES else 1
+        if node_count < least:
+            what = f"the {cluster} cluster" if cluster else "the cluster"
+            raise BadInput(f"{name} needs at least {least} nodes; {what} has {node_count}")
+
+
+def packages(names: list[str], node_count: int) -> list[Package]:
+    """The packages the names stand for, each once: `none` stands for none, `all` for every
+    fault kind possible on this many nodes."""
+    chosen: list[str] = []
+    for name in names:
+        if name == ALL:
+            chosen += [k for k in EVERY_KIND if PACKAGES[k].min_nodes <= node_count]
+        elif name != NONE:
+            chosen.append(name)
+    return [PACKAGES[name] for name in dict.fromkeys(chosen)]
 
 
 def build(
     names: list[str], cluster: ClusterKind, history: HistoryWriter, seed: int, interval: float
 ) -> Nemesis:
     """One nemesis that runs the named packages' faults on a shared schedule."""
-    validate(names, cluster.node_count())
-    return NEMESES[names[0]](cluster, history, seed, interval)
+    validate(names, cluster.node_count(), cluster.name)
+    chosen = packages(names, cluster.node_count())
+    if not chosen:
+        return NoNemesis(cluster, history, seed, interval)
+    return ScheduledNemesis(cluster, history, seed, interval, chosen)
 
 
 def heal_nodes(nodes: list[Node]) -> list[str]:
-    """Undo every fault the harness can leave on these nodes; returns what was undone."""
-    return []
+    """Undo every fault the harness can leave on these nodes, knowing nothing of what was done;
+    returns what was undone ("n2: …"). A node that cannot be reached (it is down, say) is
+    reported and skipped: whatever runs on it is not running. Killed processes are not restarted:
+    `heal` does that during a run, and after a crash the cluster is being taken down."""
+
+    def heal(node: Node) -> list[str]:
+        done = []
+        for step in (_heal_partition, packet.heal, clock.heal, _continue_stopped):
+            try:
+                done += step(node)
+            except Exception as e:
+                done.append(f"could not heal: {e}")
+        return done
+
+    return [f"{name}: {what}" for name, done in on_nodes(nodes, heal).items() for what in done]
+
+
+def _heal_partition(node: Node) -> list[str]:
+    return ["removed the partition"] if partition.heal(node) else []
+
+
+def _continue_stopped(node: Node) -> list[str]:
+    paused = continue_stopped(node)
+    return [f"continued stopped processes {paused}"] if paused else []

@@ -1,0 +1,52 @@
+"""What one fault is: a planned change to some nodes that can be started and stopped.
+
+Faults are planned ahead from node names and a seeded RNG (so a seed fixes the schedule) and act
+through the node interface only, so every backend gets the same faults. `start` and `stop` return
+what they did, as plain JSON data for the history.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, TypeVar
+
+from clusters.backend import Node
+from clusters.kind import ClusterKind
+
+T = TypeVar("T")
+
+
+class Fault(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def plan(self) -> dict[str, Any]:
+        """The fault as planned (kind, shape, targets, amounts): the value of its start's invoke."""
+
+    @abstractmethod
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        """Apply the fault; returns the plan completed with what was done and how."""
+
+    @abstractmethod
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        """Undo the fault; safe after a failed or partial start, and more than once."""
+
+
+def by_name(cluster: ClusterKind, names: list[str]) -> list[Node]:
+    """The cluster's nodes with these names, in the cluster's order."""
+    return [n for n in cluster.nodes if n.name in names]
+
+
+def on_nodes(nodes: list[Node], action: Callable[[Node], T]) -> dict[str, T]:
+    """Run `action` on every node at once (a fault should hit its nodes together); node name →
+    result. Every node is attempted; the first failure is raised afterwards."""
+    if not nodes:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+        futures = {node.name: pool.submit(action, node) for node in nodes}
+    errors = [f.exception() for f in futures.values() if f.exception() is not None]
+    if errors:
+        raise errors[0]  # type: ignore[misc]
+    return {name: f.result() for name, f in futures.items()}

@@ -1,0 +1,58 @@
+"""The kill fault: SIGKILL the cluster kind's processes (with their children) on the target
+nodes, as a crash would; at the fault's end the cluster kind starts them again."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from clusters.backend import Node
+from clusters.kind import ClusterKind
+from nemesis import targets
+from nemesis.fault import Fault, by_name, on_nodes
+from nemesis.processes import signal_tree, wait_gone
+
+
+class Kill(Fault):
+    name = "kill"
+
+    def __init__(self, target: str, planned: list[str] | None) -> None:
+        self.target = target
+        self.planned = planned
+        self.killed: dict[str, list[str]] = {}  # node → names of the processes to restart
+
+    @classmethod
+    def planned_for(cls, target: str, nodes: list[str], rng: random.Random) -> Kill:
+        return cls(target, targets.pick(target, nodes, rng))
+
+    def plan(self) -> dict[str, Any]:
+        return {"fault": self.name, "target": self.target, "targets": self.planned}
+
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        names = targets.resolve(cluster, self.planned)
+        patterns = cluster.processes()
+
+        def kill(node: Node) -> dict[str, list[int]]:
+            killed = {}
+            for process, pattern in patterns.items():
+                if pids := signal_tree(node, pattern, "KILL"):
+                    killed[process] = pids
+                    self.killed.setdefault(node.name, []).append(process)
+            wait_gone(node, [pid for pids in killed.values() for pid in pids])
+            return killed
+
+        done = on_nodes(by_name(cluster, names), kill)
+        return self.plan() | {"targets": names, "killed": done, "mechanism": "SIGKILL"}
+
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        def restart(node: Node) -> list[str]:
+            started = []
+            for process in list(self.killed.get(node.name, [])):
+                cluster.start_process(node, process)
+                self.killed[node.name].remove(process)
+                started.append(process)
+            return started
+
+        done = on_nodes(by_name(cluster, list(self.killed)), restart)
+        self.killed = {n: left for n, left in self.killed.items() if left}
+        return self.plan() | {"restarted": {n: started for n, started in done.items() if started}}

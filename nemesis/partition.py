@@ -1,0 +1,77 @@
+"""The partition fault: iptables rules inside the nodes, from a grudge (who cannot hear whom).
+
+When a cannot hear b, packets from b to a are dropped twice: on a as they come in (INPUT) and on
+b as they go out (OUTPUT), both in the chain HARNESS-PARTITION. An asymmetric grudge stays
+asymmetric, and the nodes' own rules are never touched. Each node resolves the others' names
+itself (`getent`), so the fault needs no addresses from the backend.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from clusters.backend import Node
+from clusters.kind import ClusterKind
+from nemesis import grudges, iptables
+from nemesis.fault import Fault, on_nodes
+from nemesis.grudges import Grudge
+
+CHAIN = "HARNESS-PARTITION"
+HOOKS = ["INPUT", "OUTPUT"]
+
+
+class Partition(Fault):
+    name = "partition"
+
+    def __init__(self, shape: str, grudge: Grudge | None) -> None:
+        """`grudge` None means `primaries`: the leader is isolated, whoever leads at the start."""
+        self.shape = shape
+        self.grudge = grudge
+
+    @classmethod
+    def planned(cls, shape: str, nodes: list[str], rng: random.Random) -> Partition:
+        if shape == "primaries":
+            return cls(shape, None)
+        make, _ = grudges.SHAPES[shape]
+        return cls(shape, make(nodes, rng))
+
+    def plan(self) -> dict[str, Any]:
+        grudge = None if self.grudge is None else grudges.as_json(self.grudge)
+        return {"fault": self.name, "shape": self.shape, "grudge": grudge}
+
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        nodes = cluster.nodes
+        grudge = self.grudge
+        if grudge is None:
+            grudge = grudges.primaries([n.name for n in nodes], cluster.leader())
+        on_nodes(nodes, lambda node: apply(node, grudge))
+        return self.plan() | {"grudge": grudges.as_json(grudge), "mechanism": "iptables"}
+
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        healed = on_nodes(cluster.nodes, heal)
+        return self.plan() | {"healed": [name for name, had in healed.items() if had]}
+
+
+def rules(node: str, grudge: Grudge) -> list[tuple[str, str]]:
+    """(direction, peer) pairs for `node`: "from" peers it cannot hear, "to" peers that cannot
+    hear it."""
+    found = [("from", peer) for peer in sorted(grudge.get(node, ()))]
+    found += [("to", peer) for peer, deaf in sorted(grudge.items()) if node in deaf]
+    return found
+
+
+def apply(node: Node, grudge: Grudge) -> None:
+    """Install this node's part of the grudge (replacing any partition before it)."""
+    pairs = rules(node.name, grudge)
+    peers = sorted({peer for _, peer in pairs})
+    var = {peer: f"a{i}" for i, peer in enumerate(peers)}
+    prelude = iptables.RESOLVE + "".join(f'{var[p]}=$(addr "{p}")\n' for p in peers)
+    flag = {"from": "-s", "to": "-d"}
+    lines = [f'{flag[d]} "${var[p]}" -j DROP' for d, p in pairs]
+    node.exec(iptables.install_script(CHAIN, HOOKS, lines, prelude))
+
+
+def heal(node: Node) -> bool:
+    """Remove every partition rule from the node; True when there were some. Stateless."""
+    return iptables.remove(node, CHAIN, HOOKS)

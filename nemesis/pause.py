@@ -1,0 +1,55 @@
+"""The pause fault: SIGSTOP the cluster kind's processes (with their children) on the target
+nodes, as a long GC pause or a frozen VM would; SIGCONT at the fault's end."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from clusters.backend import Node
+from clusters.kind import ClusterKind
+from nemesis import targets
+from nemesis.fault import Fault, by_name, on_nodes
+from nemesis.processes import send, signal_tree
+
+
+class Pause(Fault):
+    name = "pause"
+
+    def __init__(self, target: str, planned: list[str] | None) -> None:
+        self.target = target
+        self.planned = planned
+        self.paused: dict[str, list[int]] = {}  # node → pids stopped
+
+    @classmethod
+    def planned_for(cls, target: str, nodes: list[str], rng: random.Random) -> Pause:
+        return cls(target, targets.pick(target, nodes, rng))
+
+    def plan(self) -> dict[str, Any]:
+        return {"fault": self.name, "target": self.target, "targets": self.planned}
+
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        names = targets.resolve(cluster, self.planned)
+        patterns = cluster.processes()
+
+        def pause(node: Node) -> dict[str, list[int]]:
+            paused = {}
+            for process, pattern in patterns.items():
+                if pids := signal_tree(node, pattern, "STOP"):
+                    paused[process] = pids
+                    self.paused.setdefault(node.name, []).extend(pids)
+            return paused
+
+        done = on_nodes(by_name(cluster, names), pause)
+        return self.plan() | {"targets": names, "paused": done, "mechanism": "SIGSTOP"}
+
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        def resume(node: Node) -> list[int]:
+            pids = self.paused.get(node.name, [])
+            if pids:
+                send(node, pids, "CONT")
+            self.paused.pop(node.name, None)
+            return pids
+
+        done = on_nodes(by_name(cluster, list(self.paused)), resume)
+        return self.plan() | {"resumed": {n: pids for n, pids in done.items() if pids}}

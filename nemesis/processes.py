@@ -1,0 +1,95 @@
+"""Finding a cluster's processes on a node and signalling them with all their descendants.
+
+A process is matched by its command line against the cluster kind's pattern (as `pgrep -f`),
+but the match runs here, on the process table: the pattern never appears in a command line on
+the node, so no shell running the search can match itself. Descendants are included because a
+database is a tree (Postgres's backends serve clients while the postmaster is stopped); parents
+come first, so a stopped parent forks no child that escapes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from clusters.backend import Node
+from harness.errors import InfraError
+
+GONE_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    state: str  # ps's STAT: T is stopped, Z a zombie
+    args: str
+
+
+def process_table(node: Node) -> list[Proc]:
+    out = node.exec("ps -e -ww -o pid=,ppid=,stat=,args=").output
+    procs = []
+    for line in out.splitlines():
+        fields = line.split(None, 3)
+        if len(fields) >= 3 and fields[0].isdigit() and fields[1].isdigit():
+            args = fields[3] if len(fields) == 4 else ""
+            procs.append(Proc(int(fields[0]), int(fields[1]), fields[2], args))
+    return procs
+
+
+def tree(procs: list[Proc], pattern: str) -> list[int]:
+    """Pids of the live processes whose command line matches, and their descendants, parents
+    first."""
+    live = [p for p in procs if not p.state.startswith("Z")]
+    regex = re.compile(pattern)
+    found = [p.pid for p in live if regex.search(p.args)]
+    seen = set(found)
+    for pid in found:  # grows while it is walked: breadth first
+        for child in live:
+            if child.ppid == pid and child.pid not in seen:
+                seen.add(child.pid)
+                found.append(child.pid)
+    return found
+
+
+def signal_tree(node: Node, pattern: str, sig: str) -> list[int]:
+    """Send `sig` to the matching processes and their descendants; returns the pids signalled.
+
+    A second look catches a child forked between the first look and the signal."""
+    signalled: list[int] = []
+    for _ in range(2):
+        pids = [p for p in tree(process_table(node), pattern) if p not in signalled]
+        if not pids:
+            break
+        send(node, pids, sig)
+        signalled += pids
+    return signalled
+
+
+def send(node: Node, pids: list[int], sig: str) -> None:
+    # Unchecked: a process may have exited since it was listed.
+    node.exec(f"kill -{sig} {' '.join(map(str, pids))}", check=False)
+
+
+def wait_gone(node: Node, pids: list[int], timeout: float = GONE_TIMEOUT) -> None:
+    """Wait until the killed processes are gone (reaped by the node's init, not zombies)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {p.pid for p in process_table(node)} & set(pids)
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise InfraError(
+                f"processes {sorted(left)} on {node.name} are still there {timeout:g}s after"
+                " the signal (does the node's PID 1 reap orphans?)"
+            )
+        time.sleep(0.1)
+
+
+def continue_stopped(node: Node) -> list[int]:
+    """SIGCONT every stopped process on the node: undoes any pause without knowing of it."""
+    pids = [p.pid for p in process_table(node) if p.state.startswith("T")]
+    if pids:
+        send(node, pids, "CONT")
+    return pids

@@ -1,0 +1,142 @@
+"""The schedule of faults, drawn from the seed, and the nemesis that runs it and heals.
+
+Faults never overlap: a quiet gap, a fault, a quiet gap, a fault… Each gap and each fault lasts
+a time drawn uniformly from [interval/2, 3·interval/2], so on average one nemesis action (a
+start or a stop) follows another every `interval` seconds, as Jepsen's --nemesis-interval. Each
+fault comes from one of the chosen packages, picked at random. Everything (package, shape,
+targets, amounts, times) is drawn when the schedule is planned from `Random("nemesis:<seed>")`,
+so the same seed and nodes give the same schedule; only `primaries` is resolved when the fault
+starts, since who leads is known only then.
+
+History events, all with process "nemesis", Jepsen style: each action is an `invoke` followed by
+an `info` with the same f.
+
+- `start-<fault>` (f is e.g. start-partition, start-kill, start-pause, start-clock,
+  start-packet). Invoke value: the plan, e.g. {"fault": "partition", "shape": "majority",
+  "grudge": {"n1": ["n4", "n5"], …}} or {"fault": "kill", "target": "minority", "targets":
+  ["n2", "n5"]} (targets null for primaries, not yet known). Info value: the plan completed with
+  what was done (resolved targets, pids, and "mechanism": how it was done), or the plan and an
+  `error` when it failed (it may be partly in place; its stop runs all the same).
+- `stop-<fault>`. Invoke value: the plan and "cause": "schedule" (its time ended) or "heal" (the
+  run ends, was interrupted or failed). Info value: the plan, what was undone, and the cause; or
+  an `error`, and the fault stays in place for the next heal.
+
+A fault's window runs from its start's invoke to its stop's info.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from clusters.kind import ClusterKind
+from harness.errors import InfraError
+from harness.history import NEMESIS, HistoryWriter
+from nemesis.base import Nemesis
+from nemesis.fault import Fault
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Package:
+    """A named source of faults (`--nemesis NAME`): makes the next fault from nodes and RNG."""
+
+    name: str
+    min_nodes: int
+    make: Callable[[list[str], random.Random], Fault]
+
+
+@dataclass(frozen=True)
+class Step:
+    gap: float  # seconds of quiet before the fault
+    fault: Fault
+    duration: float  # seconds the fault lasts
+
+
+def plan(packages: list[Package], nodes: list[str], seed: int, interval: float) -> Iterator[Step]:
+    """The endless schedule for these packages on these nodes."""
+    rng = random.Random(f"nemesis:{seed}")
+    while True:
+        gap = rng.uniform(interval / 2, interval * 3 / 2)
+        fault = rng.choice(packages).make(nodes, rng)
+        yield Step(gap, fault, rng.uniform(interval / 2, interval * 3 / 2))
+
+
+class ScheduledNemesis(Nemesis):
+    """Runs the schedule of the chosen packages; `heal` stops whatever fault is in place."""
+
+    name = "scheduled"
+
+    def __init__(
+        self,
+        cluster: ClusterKind,
+        history: HistoryWriter,
+        seed: int,
+        interval: float,
+        packages: list[Package],
+    ) -> None:
+        super().__init__(cluster, history, seed, interval)
+        self.packages = packages
+        # Serialises the schedule's actions with a heal from another thread (the runner's).
+        self._lock = threading.Lock()
+        self._active: list[Fault] = []
+
+    def run(self, stop: threading.Event) -> None:
+        nodes = [n.name for n in self.cluster.nodes]
+        for step in plan(self.packages, nodes, self.seed, self.interval):
+            if stop.wait(step.gap):
+                return
+            with self._lock:
+                if stop.is_set():
+                    return
+                self._start(step.fault)
+            if stop.wait(step.duration):
+                return  # the runner's heal stops it
+            with self._lock:
+                if step.fault in self._active:
+                    self._stop(step.fault, "schedule")
+
+    def heal(self) -> None:
+        with self._lock:
+            errors = [e for f in reversed(self._active) if (e := self._stop(f, "heal"))]
+        if errors:
+            raise InfraError("; ".join(errors))
+
+    def _start(self, fault: Fault) -> None:
+        f = f"start-{fault.name}"
+        self._active.append(fault)  # before it starts: a partial start must be undone too
+        self._record("invoke", f, fault.plan())
+        try:
+            value = fault.start(self.cluster)
+        except Exception as e:
+            log.warning("%s failed: %s", f, e)
+            self._record("info", f, fault.plan(), error=str(e))
+            return
+        self._record("info", f, value)
+
+    def _stop(self, fault: Fault, cause: str) -> str | None:
+        """Stop one fault; the error, if it could not, and the fault stays active."""
+        f = f"stop-{fault.name}"
+        self._record("invoke", f, fault.plan() | {"cause": cause})
+        try:
+            value = fault.stop(self.cluster)
+        except Exception as e:
+            self._record("info", f, fault.plan() | {"cause": cause}, error=str(e))
+            return f"{f}: {e}"
+        self._active.remove(fault)
+        self._record("info", f, value | {"cause": cause})
+        return None
+
+    def _record(self, type_: str, f: str, value: dict[str, Any], error: str | None = None) -> None:
+        extra = {"error": error} if error else {}
+        try:
+            self.history.append(process=NEMESIS, type=type_, f=f, value=value, **extra)
+        except ValueError:
+            # The history is closed: the runner heals after a failed run, and the fault must
+            # be undone all the same.
+            log.warning("history closed; not recorded: %s %s %s", type_, f, value)

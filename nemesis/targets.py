@@ -1,0 +1,43 @@
+"""Which nodes a fault hits, as in Jepsen: one, minority, majority, all, or primaries.
+
+Random choices are made when the schedule is planned, from the seeded RNG, so a seed fixes them;
+only `primaries` is resolved when the fault starts, since who leads is known only then.
+"""
+
+from __future__ import annotations
+
+import random
+
+from clusters.kind import ClusterKind
+
+TARGETS = ("one", "minority", "majority", "all", "primaries")
+
+
+def majority_size(n: int) -> int:
+    return n // 2 + 1
+
+
+def pick(spec: str, nodes: list[str], rng: random.Random) -> list[str] | None:
+    """The nodes `spec` names among `nodes`, in node order; None for `primaries` (known later).
+
+    `minority` is the largest strict minority but at least one node, so it exists on any cluster.
+    """
+    if spec == "primaries":
+        return None
+    size = {
+        "one": 1,
+        "minority": max(1, (len(nodes) - 1) // 2),
+        "majority": majority_size(len(nodes)),
+        "all": len(nodes),
+    }[spec]
+    chosen = set(rng.sample(nodes, size))
+    return [n for n in nodes if n in chosen]
+
+
+def resolve(cluster: ClusterKind, planned: list[str] | None) -> list[str]:
+    """The planned nodes, or for `primaries` the node the cluster says leads now (none when it
+    cannot tell)."""
+    if planned is not None:
+        return planned
+    leader = cluster.leader()
+    return [leader] if leader else []

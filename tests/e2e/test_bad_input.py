@@ -1,0 +1,71 @@
+"""Bad input gets one clear sentence and exit 254, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import harness
+
+
+def assert_one_sentence(result, code: int = 254) -> str:
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    text = result.stderr.strip()
+    assert text.startswith("error:") and len(text.splitlines()) == 1, text
+    return text
+
+
+def test_unknown_workload(store: Path) -> None:
+    text = assert_one_sentence(harness("run", "--workload", "bank,bogus", "--store", str(store)))
+    assert "bogus" in text and "bank" in text
+    assert not store.exists()  # nothing was started
+
+
+def test_unknown_nemesis(store: Path) -> None:
+    text = assert_one_sentence(harness("run", "--nemesis", "bogus", "--store", str(store)))
+    assert "bogus" in text
+
+
+def test_unknown_flag_is_254_not_click_s_2() -> None:
+    assert "--frobnicate" in assert_one_sentence(harness("run", "--frobnicate"))
+
+
+def test_bad_number() -> None:
+    assert_one_sentence(harness("run", "--time", "-5"))
+
+
+def test_missing_docker_engine(store: Path) -> None:
+    env = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock")
+    text = assert_one_sentence(harness("run", "--store", str(store), env=env))
+    assert "Docker" in text
+
+
+def test_malformed_history_line(tmp_path: Path) -> None:
+    good = {"index": 0, "time": 1, "process": 0, "type": "invoke", "f": "add", "value": 1}
+    lines = [json.dumps(good), "{this is not json}", json.dumps(good | {"index": 2})]
+    history = tmp_path / "h.jsonl"
+    history.write_text("\n".join(lines) + "\n")
+    text = assert_one_sentence(harness("check", str(history), "--workload", "set"))
+    assert "line 2" in text
+
+
+def test_bare_history_without_workload(tmp_path: Path) -> None:
+    history = tmp_path / "h.jsonl"
+    history.write_text("")
+    assert "--workload" in assert_one_sentence(harness("check", str(history)))
+
+
+@pytest.mark.parametrize("path", ["/nonexistent/run"])
+def test_missing_path(path: str) -> None:
+    assert_one_sentence(harness("check", path))
+
+
+def test_impossible_fault_target(store: Path) -> None:
+    text = assert_one_sentence(
+        harness("run", "--nemesis", "partition-majority", "--store", str(store))
+    )
+    assert "partition-majority needs at least 3 nodes" in text and "single" in text

@@ -1,0 +1,74 @@
+"""Finding a cluster's process tree in a node's process table, without a node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clusters.backend import ExecResult, Node
+from nemesis.processes import Proc, continue_stopped, process_table, tree
+
+PS = """\
+    1     0 Ss   /usr/bin/tini -s -- sleep infinity
+    7     1 S    sleep infinity
+   40     1 Ss   /usr/lib/postgresql/15/bin/postgres -D /var/lib/harness/pgdata
+   41    40 Ss   postgres: checkpointer
+   42    40 Ts   postgres: walwriter
+   43    40 Zs   [postgres] <defunct>
+   50    41 S    postgres: some grandchild
+   60     1 T    python3 /opt/echo.py
+   77     0 Rs   ps -e -ww -o pid=,ppid=,stat=,args=
+"""
+
+
+class ScriptedNode(Node):
+    """Answers `ps` with a fixed table and remembers every command."""
+
+    name = "n1"
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def exec(
+        self,
+        cmd: str,
+        *,
+        user: str = "root",
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        detach: bool = False,
+    ) -> ExecResult:
+        self.commands.append(cmd)
+        return ExecResult(0, PS if cmd.startswith("ps ") else "")
+
+    def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
+        raise AssertionError
+
+    def get(self, path: str, dest: Path) -> bool:
+        raise AssertionError
+
+    def logs(self) -> str:
+        return ""
+
+    def endpoint(self, port: int) -> tuple[str, int]:
+        raise AssertionError
+
+
+def test_the_process_table_is_parsed() -> None:
+    procs = process_table(ScriptedNode())
+    assert procs[2] == Proc(
+        40, 1, "Ss", "/usr/lib/postgresql/15/bin/postgres -D /var/lib/harness/pgdata"
+    )
+    assert len(procs) == 9
+
+
+def test_tree_is_the_match_and_its_live_descendants_parents_first() -> None:
+    procs = process_table(ScriptedNode())
+    assert tree(procs, "/usr/lib/postgresql/15/bin/postgres") == [40, 41, 42, 50]
+    assert tree(procs, r"^python3 /opt/echo\.py") == [60]
+    assert tree(procs, "nothing like this") == []
+
+
+def test_continue_stopped_signals_only_stopped_processes() -> None:
+    node = ScriptedNode()
+    assert continue_stopped(node) == [42, 60]
+    assert node.commands[-1] == "kill -CONT 42 60"

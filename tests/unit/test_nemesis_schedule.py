@@ -1,0 +1,293 @@
+"""The nemesis registry, its schedule and the history it writes, without any node."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import threading
+from collections.abc import Callable
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nemesis
+from clusters.backend import Node
+from clusters.kind import ClusterKind, Endpoint
+from harness.errors import BadInput, InfraError
+from harness.history import HistoryWriter
+from nemesis.base import NoNemesis
+from nemesis.clock import Clock, offset
+from nemesis.fault import Fault
+from nemesis.packet import BEHAVIORS, Packet, netem_args
+from nemesis.schedule import Package, ScheduledNemesis, plan
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+
+
+class FakeNode:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class FakeCluster(ClusterKind):
+    """A cluster kind with named nodes and nothing behind them."""
+
+    name = "fake"
+
+    def __init__(self, count: int) -> None:
+        super().__init__(None, "fake", {"count": count})  # type: ignore[arg-type]
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [FakeNode(f"n{i}") for i in range(1, self.node_count() + 1)]  # type: ignore[misc]
+
+    @classmethod
+    def nodes_needed(cls, options: dict[str, Any]) -> int:
+        return int(options["count"])
+
+    def deploy(self, say: Callable[[str], None]) -> None:
+        raise AssertionError("not in unit tests")
+
+    def endpoints(self) -> list[Endpoint]:
+        return []
+
+    def processes(self) -> dict[str, str]:
+        return {}
+
+    def leader(self) -> str | None:
+        return "n1"
+
+    def status(self) -> dict[str, Any]:
+        return {}
+
+    def collect(self, dest: Path) -> None:
+        return None
+
+
+class FakeFault(Fault):
+    """Records its starts and stops; can be told to fail either."""
+
+    name = "fake"
+
+    def __init__(self, on_start: Callable[[], None] = lambda: None) -> None:
+        self.on_start = on_start
+        self.fail_stop = False
+        self.in_place = False
+
+    def plan(self) -> dict[str, Any]:
+        return {"fault": self.name}
+
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        self.in_place = True
+        self.on_start()
+        return self.plan() | {"mechanism": "none"}
+
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        if self.fail_stop:
+            raise RuntimeError("cannot undo")
+        self.in_place = False
+        return self.plan() | {"undone": True}
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def summary(steps: list[Any]) -> list[tuple[float, dict[str, Any], float]]:
+    return [(s.gap, s.fault.plan(), s.duration) for s in steps]
+
+
+# --- validate and the registry --------------------------------------------------------------
+
+
+def test_unknown_nemesis_is_one_sentence_naming_the_choices() -> None:
+    with pytest.raises(BadInput) as e:
+        nemesis.validate(["kill", "bogus"], 5)
+    text = str(e.value)
+    assert "'bogus'" in text and "partition-majority" in text and "\n" not in text
+
+
+def test_a_fault_the_cluster_is_too_small_for_is_refused() -> None:
+    with pytest.raises(BadInput) as e:
+        nemesis.validate(["partition-majority"], 1, "single")
+    assert str(e.value) == "partition-majority needs at least 3 nodes; the single cluster has 1"
+    with pytest.raises(BadInput, match="partition-primary needs at least 2 nodes"):
+        nemesis.validate(["partition-primary"], 1)
+
+
+@pytest.mark.parametrize(
+    "names", [["none"], ["all"], ["kill"], ["kill-primary", "pause", "clock", "packet"]]
+)
+def test_what_a_single_node_cluster_can_have(names: list[str]) -> None:
+    nemesis.validate(names, 1)
+
+
+def test_every_package_of_the_issue_is_registered() -> None:
+    wanted = {"partition-majority", "partition-ring", "partition-primary", "kill", "kill-primary"}
+    assert wanted | {"pause", "clock", "packet"} <= set(nemesis.PACKAGES)
+    nemesis.validate([*wanted, "none", "all"], 5)
+
+
+def test_all_means_every_fault_kind_the_node_count_allows() -> None:
+    on_one = [p.name for p in nemesis.packages(["all"], 1)]
+    assert on_one == ["kill", "pause", "clock", "packet"]
+    assert [p.name for p in nemesis.packages(["all", "kill"], 5)] == [
+        "partition",
+        "kill",
+        "pause",
+        "clock",
+        "packet",
+    ]
+    assert nemesis.packages(["none"], 5) == []
+
+
+def test_build_gives_no_nemesis_for_none_and_a_schedule_otherwise(tmp_path: Path) -> None:
+    with HistoryWriter(tmp_path / "h.jsonl") as history:
+        assert isinstance(nemesis.build(["none"], FakeCluster(1), history, 0, 1.0), NoNemesis)
+        built = nemesis.build(["kill", "pause"], FakeCluster(1), history, 0, 1.0)
+        assert isinstance(built, ScheduledNemesis)
+        assert [p.name for p in built.packages] == ["kill", "pause"]
+        with pytest.raises(BadInput, match="the fake cluster has 1"):
+            nemesis.build(["partition-ring"], FakeCluster(1), history, 0, 1.0)
+
+
+# --- the schedule --------------------------------------------------------------------------
+
+
+def test_the_same_seed_gives_the_same_schedule() -> None:
+    chosen = nemesis.packages(["all", "kill-primary", "partition-ring"], 5)
+    first = summary(list(islice(plan(chosen, NODES, 42, 10.0), 50)))
+    again = summary(list(islice(plan(chosen, NODES, 42, 10.0), 50)))
+    other = summary(list(islice(plan(chosen, NODES, 43, 10.0), 50)))
+    assert first == again
+    assert first != other
+    assert {p["fault"] for _, p, _ in first} == {"partition", "kill", "pause", "clock", "packet"}
+
+
+def test_gaps_and_durations_average_the_interval() -> None:
+    steps = list(islice(plan(nemesis.packages(["kill"], 3), NODES, 1, 4.0), 2000))
+    times = [s.gap for s in steps] + [s.duration for s in steps]
+    assert all(2.0 <= t <= 6.0 for t in times)
+    assert statistics.mean(times) == pytest.approx(4.0, abs=0.1)
+
+
+def test_a_named_shape_package_plans_that_shape_only() -> None:
+    steps = islice(plan(nemesis.packages(["partition-ring"], 5), NODES, 9, 1.0), 20)
+    assert {s.fault.plan()["shape"] for s in steps} == {"majorities-ring"}
+    primary = next(plan(nemesis.packages(["partition-primary"], 5), NODES, 9, 1.0)).fault
+    assert primary.plan() == {"fault": "partition", "shape": "primaries", "grudge": None}
+
+
+def test_kill_primary_targets_whoever_leads_at_the_start() -> None:
+    step = next(plan(nemesis.packages(["kill-primary"], 5), NODES, 0, 1.0))
+    assert step.fault.plan() == {"fault": "kill", "target": "primaries", "targets": None}
+
+
+def test_clock_and_packet_plans() -> None:
+    rng = random.Random(0)
+    clocks = [Clock.planned_for("one", NODES, rng) for _ in range(200)]
+    bumps = [c for c in clocks if c.mode == "bump"]
+    strobes = [c for c in clocks if c.mode == "strobe"]
+    assert bumps and strobes
+    assert all(128 <= abs(c.delta_ms) <= 2**18 for c in bumps)
+    assert {c.delta_ms > 0 for c in bumps} == {True, False}
+    assert all(64 <= c.period_ms <= 1024 and c.delta_ms > 0 for c in strobes)
+    assert (offset(1500), offset(-250), offset(0)) == ("+1.500", "-0.250", "+0.000")
+    packets = [Packet.planned_for("all", NODES, rng) for _ in range(200)]
+    assert all(p.behaviors and set(p.behaviors) <= set(BEHAVIORS) for p in packets)
+    assert {b for p in packets for b in p.behaviors} == set(BEHAVIORS)
+
+
+def test_netem_arguments() -> None:
+    assert netem_args({"delay": {"ms": 50, "jitter_ms": 10}, "loss": {"percent": 20}}) == (
+        "delay 50ms 10ms loss 20%"
+    )
+    # Reordering needs a delay for the rest of the packets to be overtaken.
+    assert netem_args({"reorder": {"percent": 25}}) == "delay 10ms 0ms reorder 25%"
+    assert netem_args({"rate": {"kbit": 512}}) == "rate 512kbit"
+
+
+# --- the nemesis and its history -----------------------------------------------------------
+
+
+def one_fault(fault: FakeFault) -> list[Package]:
+    return [Package("fake", 1, lambda nodes, rng: fault)]
+
+
+def test_a_fault_in_place_when_the_run_stops_is_stopped_by_heal(tmp_path: Path) -> None:
+    stop = threading.Event()
+    fault = FakeFault(on_start=stop.set)  # the run ends while the fault is in place
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path) as history:
+        nem = ScheduledNemesis(FakeCluster(3), history, 0, 0.01, one_fault(fault))
+        nem.run(stop)
+        assert fault.in_place
+        nem.heal()
+        assert not fault.in_place
+        nem.heal()  # nothing left: records nothing
+    got = [(e["type"], e["f"], e["value"].get("cause")) for e in events(path)]
+    assert got == [
+        ("invoke", "start-fake", None),
+        ("info", "start-fake", None),
+        ("invoke", "stop-fake", "heal"),
+        ("info", "stop-fake", "heal"),
+    ]
+    assert all(e["process"] == "nemesis" for e in events(path))
+    assert events(path)[1]["value"] == {"fault": "fake", "mechanism": "none"}
+
+
+def test_the_schedule_stops_each_fault_before_the_next(tmp_path: Path) -> None:
+    faults: list[FakeFault] = []
+    stop = threading.Event()
+
+    def make(nodes: list[str], rng: random.Random) -> Fault:
+        if any(f.in_place for f in faults):
+            raise AssertionError("two faults at once")
+        if len(faults) == 3:
+            stop.set()
+        faults.append(FakeFault())
+        return faults[-1]
+
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path) as history:
+        ScheduledNemesis(FakeCluster(3), history, 0, 0.02, [Package("fake", 1, make)]).run(stop)
+    fs = [e["f"] for e in events(path)]
+    assert fs == ["start-fake", "start-fake", "stop-fake", "stop-fake"] * 3
+    assert {e["value"]["cause"] for e in events(path) if e["f"] == "stop-fake"} == {"schedule"}
+
+
+def test_a_stop_that_fails_is_recorded_and_heal_says_so(tmp_path: Path) -> None:
+    stop = threading.Event()
+    fault = FakeFault(on_start=stop.set)
+    fault.fail_stop = True
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path) as history:
+        nem = ScheduledNemesis(FakeCluster(3), history, 0, 0.01, one_fault(fault))
+        nem.run(stop)
+        with pytest.raises(InfraError, match="stop-fake: cannot undo"):
+            nem.heal()
+        fault.fail_stop = False
+        nem.heal()  # still in place, so the next heal tries again
+    assert not fault.in_place
+    failed = [e for e in events(path) if "error" in e]
+    assert [(e["type"], e["f"], e["error"]) for e in failed] == [
+        ("info", "stop-fake", "cannot undo")
+    ]
+
+
+def test_heal_undoes_faults_even_when_the_history_is_closed(tmp_path: Path) -> None:
+    stop = threading.Event()
+    fault = FakeFault(on_start=stop.set)
+    history = HistoryWriter(tmp_path / "h.jsonl")
+    nem = ScheduledNemesis(FakeCluster(3), history, 0, 0.01, one_fault(fault))
+    nem.run(stop)
+    history.close()  # the runner heals after the history is closed when a run fails
+    nem.heal()
+    assert not fault.in_place
+
+
+def test_heal_nodes_with_no_nodes_does_nothing() -> None:
+    assert nemesis.heal_nodes([]) == []
