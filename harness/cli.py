@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,11 +20,58 @@ from rich.table import Table
 from harness.config import RunConfig, split_names
 from harness.errors import BadInput, InfraError
 from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA
+from nemesis import ALL, NONE, PACKAGES
 
 console = Console(stderr=False, highlight=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_INTERRUPTED = 130
+
+
+def backend_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--backend and the options that describe its nodes, shared by run and cluster commands."""
+    options = [
+        click.option(
+            "--backend",
+            default="docker",
+            show_default=True,
+            help="Where nodes come from: docker (containers), local (namespaces on this "
+            "machine, root), ssh (existing hosts).",
+        ),
+        click.option(
+            "--node",
+            "nodes",
+            multiple=True,
+            help="ssh: a host, [root@]HOST[:PORT][,PORT=REACHABLE_PORT]; repeat for each node.",
+        ),
+        click.option(
+            "--nodes-file",
+            type=click.Path(path_type=Path),
+            help="ssh: a file of hosts, one per line.",
+        ),
+        click.option("--ssh-key", type=click.Path(path_type=Path), help="ssh: private key."),
+        click.option(
+            "--known-hosts",
+            type=click.Path(path_type=Path),
+            help="ssh: known_hosts file (default: the system's and ~/.ssh/known_hosts).",
+        ),
+        click.option(
+            "--ssh-insecure", is_flag=True, help="ssh: accept any host key (not checked)."
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def backend_settings(opts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Pop the backend options out of a command's options: (name, keyword options)."""
+    name = str(opts.pop("backend"))
+    settings = {
+        k: opts.pop(k) for k in ("nodes", "nodes_file", "ssh_key", "known_hosts", "ssh_insecure")
+    }
+    settings["nodes"] = list(settings["nodes"])
+    return name, {k: v for k, v in settings.items() if v}
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -38,7 +87,7 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--cluster", default="single", show_default=True, help="Cluster kind to deploy.")
-@click.option("--backend", default="docker", show_default=True, help="Where nodes come from.")
+@backend_options
 @click.option(
     "--workload",
     "workloads",
@@ -47,7 +96,10 @@ def cli() -> None:
     help="Comma-separated workloads sharing the workers: bank, append, set.",
 )
 @click.option(
-    "--nemesis", default="none", show_default=True, help="Comma-separated faults or fault packages."
+    "--nemesis",
+    default="none",
+    show_default=True,
+    help="Comma-separated fault packages: " + ", ".join([NONE, *PACKAGES, ALL]) + ".",
 )
 @click.option(
     "--nemesis-interval", default=10.0, show_default=True, help="Mean seconds between faults."
@@ -105,14 +157,16 @@ def cli() -> None:
     envvar="HARNESS_SPARK_MASTER",
     help="Spark master for the analysis (default local[*]).",
 )
-def run(**opts: object) -> None:
+def run(**opts: Any) -> None:
     """Run one test end to end and exit with its verdict."""
     from harness.check import check_paths
     from harness.runner import Runner
 
+    backend, backend_opts = backend_settings(opts)
     cfg = RunConfig(
         cluster=str(opts["cluster"]),
-        backend=str(opts["backend"]),
+        backend=backend,
+        backend_options=backend_opts,
         workloads=split_names(str(opts["workloads"])),
         nemesis=split_names(str(opts["nemesis"])),
         nemesis_interval=float(opts["nemesis_interval"]),  # type: ignore[arg-type]
@@ -177,13 +231,14 @@ def cluster() -> None:
 
 @cluster.command("up")
 @click.option("--cluster", "kind", default="single", show_default=True, help="Cluster kind.")
-@click.option("--backend", default="docker", show_default=True)
+@backend_options
 @click.option("--name", default="manual", show_default=True, help="Cluster name.")
-def cluster_up(kind: str, backend: str, name: str) -> None:
+def cluster_up(kind: str, name: str, **opts: Any) -> None:
     """Deploy a cluster and leave it running; prints its endpoints."""
     from clusters.registry import cluster_kind, make_backend
 
-    k = cluster_kind(kind)(make_backend(backend), name, {})
+    backend, settings = backend_settings(opts)
+    k = cluster_kind(kind)(make_backend(backend, **settings), name, {})
     k.deploy(lambda msg: console.print(f"[dim]{msg}[/]"))
     for ep in k.endpoints():
         console.print(f"{ep.node}: postgresql://{ep.user}@{ep.host}:{ep.port}/{ep.dbname}")
@@ -191,13 +246,14 @@ def cluster_up(kind: str, backend: str, name: str) -> None:
 
 @cluster.command("status")
 @click.option("--cluster", "kind", default="single", show_default=True, help="Cluster kind.")
-@click.option("--backend", default="docker", show_default=True)
+@backend_options
 @click.option("--name", default="manual", show_default=True, help="Cluster name.")
-def cluster_status(kind: str, backend: str, name: str) -> None:
+def cluster_status(kind: str, name: str, **opts: Any) -> None:
     """Show who leads and each node's state."""
     from clusters.registry import cluster_kind, make_backend
 
-    b = make_backend(backend)
+    backend, settings = backend_settings(opts)
+    b = make_backend(backend, **settings)
     if name not in b.clusters():
         raise BadInput(f"no cluster named {name!r} is up; `harness cluster up --name {name}`")
     status = cluster_kind(kind)(b, name, {}).status()
@@ -221,18 +277,21 @@ def cluster_image() -> None:
 
 @cluster.command("down")
 @click.argument("names", nargs=-1)
-@click.option("--backend", default="docker", show_default=True)
-def cluster_down(names: tuple[str, ...], backend: str) -> None:
-    """Remove clusters by name; with no name, every cluster the harness left behind."""
+@backend_options
+def cluster_down(names: tuple[str, ...], **opts: Any) -> None:
+    """Remove clusters by name; with no name, every cluster the harness left behind.
+
+    Faults still in place on their nodes are healed first."""
     from clusters.registry import make_backend
     from nemesis import heal_nodes
 
-    b = make_backend(backend)
+    backend, settings = backend_settings(opts)
+    b = make_backend(backend, **settings)
     targets = list(names) or b.clusters()
     for name in targets:
         heal_nodes(b.nodes(name))  # a backend whose nodes outlive `down` must not keep faults
         removed = b.down(name)
-        console.print(f"{name}: removed {len(removed)} containers and networks")
+        console.print(f"{name}: removed {len(removed)} nodes and networks")
     if not targets:
         console.print("nothing to remove")
 

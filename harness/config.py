@@ -16,6 +16,7 @@ from workloads.postgres import ISOLATION_LEVELS
 class RunConfig:
     cluster: str = "single"
     backend: str = "docker"
+    backend_options: dict[str, Any] = field(default_factory=dict)
     workloads: list[str] = field(default_factory=lambda: ["bank", "append"])
     nemesis: list[str] = field(default_factory=lambda: ["none"])
     nemesis_interval: float = 10.0

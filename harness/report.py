@@ -69,11 +69,11 @@ def latency_figure(series: list[dict[str, Any]]) -> go.Figure:
 def rate_figure(rates: list[dict[str, Any]]) -> go.Figure:
     fig = go.Figure()
     for kind, colour in TYPE_COLOURS.items():
-        points = sorted((p for p in rates if p.get("type") == kind), key=lambda p: p["second"])
+        points = sorted((p for p in rates if p.get("type") == kind), key=lambda p: p["t"])
         if points:
             fig.add_trace(
                 go.Scatter(
-                    x=[p["second"] for p in points],
+                    x=[p["t"] for p in points],
                     y=[p["count"] for p in points],
                     mode="lines",
                     name=kind,
@@ -100,23 +100,30 @@ def _files(out_dir: Path) -> list[str]:
     return found
 
 
+def _counts_table(stats: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per workload and f with a column per outcome."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in stats.get("counts", []):
+        key = (row.get("workload") or "", row["f"])
+        rows.setdefault(key, {"workload": key[0], "f": key[1]})[row["type"]] = row["count"]
+    return list(rows.values())
+
+
 def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
     stats = results.get("checkers", {}).get("stats", {})
     figures = {
         "latency": latency_figure(stats.get("series", [])).to_json(),
         "rate": rate_figure(stats.get("rate", [])).to_json(),
     }
-    page = (
-        _env()
-        .get_template("report.html.j2")
-        .render(
-            results=results,
-            checkers={k: v for k, v in results.get("checkers", {}).items() if k != "stats"},
-            stats=stats,
-            config=results.get("config", {}),
-            files=_files(out_dir),
-            figures={k: _script_json(v) for k, v in figures.items()},
-            plotly_js=Markup(get_plotlyjs()),
-        )
+    template = _env().get_template("report.html.j2")
+    page = template.render(
+        results=results,
+        checkers={k: v for k, v in results.get("checkers", {}).items() if k != "stats"},
+        stats=stats,
+        counts=_counts_table(stats),
+        config=results.get("config", {}),
+        files=_files(out_dir),
+        figures={k: _script_json(v) for k, v in figures.items()},
+        plotly_js=Markup(get_plotlyjs()),
     )
     path.write_text(page, encoding="utf-8")

@@ -71,7 +71,7 @@ class Runner:
         self.workloads = build_workloads(cfg.workloads, self.options)
         self.kind_class = cluster_kind(cfg.cluster)
         nemesis.validate(cfg.nemesis, self.kind_class.nodes_needed({}), cfg.cluster)
-        self.backend = make_backend(cfg.backend)
+        self.backend = make_backend(cfg.backend, **cfg.backend_options)
         self.stop = threading.Event()
 
     def _client(self, ep: Endpoint) -> PostgresClient:
