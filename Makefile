@@ -1,5 +1,5 @@
 # Everything a fresh Debian machine needs, installed idempotently (fast when already done).
-#   make run    one default test (bank + append on one Postgres node, 60 s) and its report
+#   make run    one bank test (one Postgres node, 60 s) and its report
 #   make test   lint and the whole test suite (unit, integration against Docker, end to end)
 #   make bench  benchmarks that print figures
 
@@ -30,7 +30,7 @@ image: python debs
 	$(BIN)/harness cluster image
 
 run: setup
-	$(BIN)/harness run
+	$(BIN)/harness run --workload bank
 
 lint: python
 	$(BIN)/ruff check .

@@ -22,7 +22,7 @@ from harness.errors import BadInput, InfraError
 from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA
 from nemesis import ALL, NONE, PACKAGES
 
-console = Console(stderr=False, highlight=False)
+console = Console(stderr=False, highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_INTERRUPTED = 130
