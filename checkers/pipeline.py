@@ -1,0 +1,109 @@
+"""One history in, one verdict out: load, pair into operations, store them, run the checkers."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from checkers import ALWAYS, CHECKERS, WORKLOAD_CHECKERS
+from checkers.history_table import load_events, operations
+from harness.errors import BadInput, InfraError
+from harness.history import NEMESIS
+from harness.verdict import Validity, combine, word
+
+OPS_TABLE = "ops.parquet"
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+
+
+def analyze(
+    spark: SparkSession,
+    history: Path,
+    out_dir: Path,
+    workloads: list[str],
+    params: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """Check a history for the named workloads; write out_dir/ops.parquet; return the results.
+
+    params maps a checker name to its keyword arguments, e.g. {"bank": {"accounts": [0, 1],
+    "total": 20}}. Events without a `workload` field belong to every named workload.
+    """
+    unknown = [w for w in workloads if w not in WORKLOAD_CHECKERS]
+    if unknown or not workloads:
+        raise BadInput(
+            f"unknown workload {', '.join(unknown) or '(none named)'}: "
+            f"the known workloads are {', '.join(sorted(WORKLOAD_CHECKERS))}"
+        )
+    try:
+        return _analyze(spark, history, out_dir, workloads, params)
+    except (PySparkException, Py4JError) as e:
+        raise InfraError(f"Spark failed while checking {history}: {e}") from e
+
+
+def _analyze(
+    spark: SparkSession,
+    history: Path,
+    out_dir: Path,
+    workloads: list[str],
+    params: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    events, notes = load_events(spark, history)
+    event_count = events.count()
+    ops = operations(events)
+    if len(workloads) == 1:
+        # A single-workload history written by hand need not tag its events.
+        client = F.col("process") != NEMESIS
+        ops = ops.withColumn(
+            "workload", F.when(client, F.coalesce("workload", F.lit(workloads[0])))
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = out_dir / OPS_TABLE
+    # Small row groups: set reads are large values, and readers buffer a whole row group.
+    ops.orderBy("invoke_index").write.mode("overwrite").option(
+        "parquet.block.size", ROW_GROUP_BYTES
+    ).parquet(str(table))
+
+    results: dict[str, dict[str, Any]] = {}
+    unchecked: list[Validity] = []
+    for workload in workloads:
+        names = WORKLOAD_CHECKERS[workload]
+        if not names:
+            notes.append(f"workload {workload} has no checker yet: its operations were not checked")
+            unchecked.append("unknown")
+        mine = ops.filter(F.col("workload").isNull() | (F.col("workload") == workload))
+        for name in names:
+            results[name] = _run(name, mine, params.get(name, {}))
+    results[ALWAYS] = _run(ALWAYS, ops, params.get(ALWAYS, {}))
+
+    others = {c["workload"] for c in results[ALWAYS]["counts"]} - {None, *workloads}
+    notes.extend(
+        f"the history also has operations of workload {w}, which was not asked for and not checked"
+        for w in sorted(others)
+    )
+    valid = combine([r["valid"] for r in results.values()] + unchecked)
+    return {
+        "valid": valid,
+        "verdict": word(valid),
+        "checkers": results,
+        "notes": notes,
+        "history": {"path": str(history), "events": event_count},
+    }
+
+
+def _run(name: str, ops: DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """Run one checker; parameters that do not fit its signature are the user's mistake."""
+    checker = CHECKERS[name]
+    try:
+        inspect.signature(checker).bind(ops, **params)
+    except TypeError as e:
+        wanted = [p for p in inspect.signature(checker).parameters if p != "ops"]
+        raise BadInput(
+            f"the {name} checker takes parameters {', '.join(wanted) or '(none)'}, "
+            f"got {', '.join(sorted(params)) or '(none)'}: {e}"
+        ) from e
+    return checker(ops, **params)

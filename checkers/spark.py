@@ -1,0 +1,102 @@
+"""The one Spark session of a harness process, configured to stay quiet in the user's terminal.
+
+Spark's JVM logs through log4j; `log4j2.properties` next to this file lets only errors through.
+The JVM also prints one line no log4j setting reaches (Spark always loads the incubator vector
+module, and Java announces it on stderr), so the JVM's stderr is piped through a filter that drops
+that line and forwards everything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+from pyspark import SparkConf, SparkContext
+from pyspark.errors import PySparkException
+from pyspark.java_gateway import launch_gateway
+from pyspark.logger import PySparkLogger
+from pyspark.sql import SparkSession
+
+from harness.errors import InfraError
+
+MASTER_ENV = "HARNESS_SPARK_MASTER"
+DEFAULT_MASTER = "local[*]"
+LOCAL_DRIVER_MEMORY = "4g"
+LOG4J_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
+# Lines the JVM writes to stderr outside log4j that carry nothing for the user.
+_JVM_NOISE = (b"WARNING: Using incubator modules",)
+# PySpark loggers that print a JSON copy of each failed query's exception, which is raised anyway.
+_PY_DUPLICATE_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+_session: SparkSession | None = None
+_lock = threading.Lock()
+
+
+def get_spark(master: str | None = None) -> SparkSession:
+    """The process's Spark session, created on first use (master: argument, env, `local[*]`).
+
+    Later calls return the same session whatever master they name: one JVM per process.
+    """
+    global _session
+    with _lock:
+        if _session is None or _session.sparkContext._jsc is None:
+            _session = _create(master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER)
+        return _session
+
+
+def _conf(master: str) -> SparkConf:
+    """Settings handed to the JVM at launch (log4j is configured before the JVM logs a line)."""
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName("harness-check")
+        .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.ui.enabled", "false")
+    )
+    if master.startswith("local"):
+        # Executors live in the driver's JVM: no network exposure, and histories are small
+        # enough that Spark's default 200 shuffle partitions would be mostly scheduling overhead.
+        conf.set("spark.driver.host", "127.0.0.1")
+        conf.set("spark.driver.bindAddress", "127.0.0.1")
+        conf.set("spark.sql.shuffle.partitions", "4")
+        # Everything runs in this one JVM; Spark's default 1g cannot hold the set workload's big
+        # reads (each lists the whole set) while it parses, pairs and writes them.
+        conf.set("spark.driver.memory", LOCAL_DRIVER_MEMORY)
+    return conf
+
+
+def _create(master: str) -> SparkSession:
+    """Launch the JVM with its stderr filtered, then build the session on it."""
+    conf = _conf(master)
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(
+            target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True
+        ).start()
+        context = SparkContext(conf=conf, gateway=gateway)
+        for name in _PY_DUPLICATE_LOGGERS:
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+        return SparkSession(context)
+    except (PySparkException, OSError) as e:
+        raise InfraError(f"Spark could not start with master {master!r}: {e}") from e
+
+
+def _forward_stderr(source: IO[bytes]) -> None:
+    """Copy the JVM's stderr to ours, minus the known noise, until the JVM exits.
+
+    The pipe must be drained whatever happens to our stderr, or the JVM would block on a write.
+    """
+    for line in source:
+        if line.startswith(_JVM_NOISE):
+            continue
+        try:
+            sys.stderr.write(line.decode(errors="replace"))
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass

@@ -1,0 +1,86 @@
+"""Shared fixtures for unit tests: one Spark session for the whole run, and history files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from checkers.history_table import load_events, operations
+from checkers.spark import get_spark
+
+MS = 1_000_000  # history times are in ns; tests speak in ms
+
+
+@pytest.fixture(scope="session")
+def spark() -> SparkSession:
+    """Starting Spark costs seconds: every test shares the one session of the process."""
+    return get_spark("local[2]")
+
+
+@pytest.fixture
+def write_history(tmp_path: Path) -> Callable[..., Path]:
+    """Write events (dicts, or raw strings for malformed lines) as history.jsonl.
+
+    Missing `index` and `time` are filled in from the event's position, so tests state only
+    what matters to them.
+    """
+
+    def write(events: list[dict[str, Any] | str], end: str = "\n") -> Path:
+        lines = []
+        for position, event in enumerate(events):
+            if isinstance(event, str):
+                lines.append(event)
+            else:
+                lines.append(json.dumps({"index": position, "time": position * MS, **event}))
+        path = tmp_path / "history.jsonl"
+        path.write_text("\n".join(lines) + end)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def write_ops(write_history: Callable[..., Path]) -> Callable[..., tuple[Path, list[int]]]:
+    """Write operations given as intervals, the way concurrency scenarios are drawn.
+
+    Each op is a dict: process, f, value (the invoke's), start and end (ms), type (the
+    completion's; None for an op that never completed) and optionally result (the completion's
+    value, default the invoke's) and workload. Returns the file and each op's invoke index.
+    """
+
+    def write(ops: list[dict[str, Any]]) -> tuple[Path, list[int]]:
+        events = []
+        for number, op in enumerate(ops):
+            base = {"process": op["process"], "f": op["f"]}
+            if "workload" in op:
+                base["workload"] = op["workload"]
+            invoke = {**base, "type": "invoke", "value": op["value"]}
+            events.append((op["start"], 0, number, invoke))
+            if op.get("type") is not None:
+                done = {**base, "type": op["type"], "value": op.get("result", op["value"])}
+                events.append((op["end"], 1, number, done))
+        events.sort(key=lambda e: e[:3])
+        indices = [0] * len(ops)
+        lines = []
+        for index, (at, kind, number, event) in enumerate(events):
+            if kind == 0:
+                indices[number] = index
+            lines.append({"index": index, "time": at * MS, **event})
+        return write_history(lines), indices
+
+    return write
+
+
+@pytest.fixture
+def ops_of(spark: SparkSession) -> Callable[[Path], DataFrame]:
+    """The operations table of a history file."""
+
+    def load(path: Path) -> DataFrame:
+        return operations(load_events(spark, path)[0])
+
+    return load

@@ -1,0 +1,192 @@
+"""Loading histories into Spark and pairing invocations with completions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from checkers.history_table import PARTIAL_LINE_NOTE, load_events, op_dict, operations
+from harness.errors import BadInput
+
+WriteHistory = Callable[..., Path]
+
+
+def ops_list(spark: SparkSession, path: Path) -> list[dict[str, Any]]:
+    ops = operations(load_events(spark, path)[0]).orderBy("invoke_index").collect()
+    return [op_dict(row.asDict()) for row in ops]
+
+
+def test_values_keep_their_json_shape(spark: SparkSession, write_history: WriteHistory) -> None:
+    values = [{"from": 1, "to": 2, "amount": 3}, [1, 2, 3], None, 7, "seven", {"0": [1, {"a": 2}]}]
+    events: list[dict[str, Any] | str] = []
+    for value in values:
+        events.append({"process": 0, "type": "invoke", "f": "x", "value": value})
+        events.append({"process": 0, "type": "ok", "f": "x", "value": value})
+    ops = ops_list(spark, write_history(events))
+    assert [op["value"] for op in ops] == values
+    assert [op["invoke_value"] for op in ops] == values
+
+
+def test_a_line_cut_off_by_a_crash_is_skipped_with_a_note(
+    spark: SparkSession, write_history: WriteHistory
+) -> None:
+    path = write_history(
+        [
+            {"process": 0, "type": "invoke", "f": "read", "value": None},
+            {"process": 0, "type": "ok", "f": "read", "value": [1]},
+            '{"index": 2, "time": 5, "process": 1, "type": "inv',
+        ],
+        end="",
+    )
+    events, notes = load_events(spark, path)
+    assert events.count() == 2
+    assert notes == [PARTIAL_LINE_NOTE]
+
+
+def test_a_complete_last_line_without_newline_is_kept(
+    spark: SparkSession, write_history: WriteHistory
+) -> None:
+    path = write_history(
+        [
+            {"process": 0, "type": "invoke", "f": "read", "value": None},
+            {"process": 0, "type": "ok", "f": "read", "value": [1]},
+        ],
+        end="",
+    )
+    events, notes = load_events(spark, path)
+    assert events.count() == 2
+    assert notes == []
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"index": 1, "time": 1, "process": 0, "type": "okay", "f": "x"}', 'type "okay"'),
+        ('{"index": 1, "time": 1, "process": 0, "type": "ok", "f": "x"', "not JSON"),
+        ('[1, "time", 1]', "not a JSON object"),
+        ('{"index": "1", "time": 1, "process": 0, "type": "ok", "f": "x"}', 'index "1"'),
+        ('{"index": 1, "process": 0, "type": "ok", "f": "x"}', "no time"),
+        ('{"index": 1, "time": 1, "process": [0], "type": "ok", "f": "x"}', "process [0]"),
+        ('{"index": 1, "time": 1, "process": 0, "type": "ok", "f": 3}', "f 3"),
+    ],
+)
+def test_a_malformed_line_is_named_by_number(
+    spark: SparkSession, write_history: WriteHistory, line: str, problem: str
+) -> None:
+    path = write_history(
+        [
+            {"process": 0, "type": "invoke", "f": "x", "value": None},
+            "",
+            line,
+            {"process": 0, "type": "ok", "f": "x", "value": None},
+        ]
+    )
+    with pytest.raises(BadInput) as caught:
+        load_events(spark, path)
+    message = str(caught.value)
+    assert f"{path} line 3 is not a valid event" in message
+    assert problem in message
+    assert "fix or remove that line" in message
+
+
+def test_two_events_with_one_index_are_refused(
+    spark: SparkSession, write_history: WriteHistory
+) -> None:
+    path = write_history(
+        [
+            {"index": 0, "process": 0, "type": "invoke", "f": "x", "value": None},
+            {"index": 0, "process": 0, "type": "ok", "f": "x", "value": None},
+        ]
+    )
+    with pytest.raises(BadInput, match="lines 1 and 2 both have index 0"):
+        load_events(spark, path)
+
+
+def test_a_missing_file_is_bad_input(spark: SparkSession, tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="does not exist"):
+        load_events(spark, tmp_path / "nope.jsonl")
+
+
+def test_a_completion_without_invoke_is_refused(
+    spark: SparkSession, write_history: WriteHistory
+) -> None:
+    path = write_history(
+        [
+            {"process": 0, "type": "invoke", "f": "add", "value": 1},
+            {"process": 1, "type": "ok", "f": "add", "value": 2},
+            {"process": 0, "type": "ok", "f": "add", "value": 1},
+        ]
+    )
+    with pytest.raises(BadInput, match=r"index 1 \(process 1, ok 'add'\) completes an operation"):
+        operations(load_events(spark, path)[0])
+
+
+def test_a_second_invoke_before_completion_is_refused(
+    spark: SparkSession, write_history: WriteHistory
+) -> None:
+    path = write_history(
+        [
+            {"process": 0, "type": "invoke", "f": "add", "value": 1},
+            {"process": 0, "type": "invoke", "f": "add", "value": 2},
+        ]
+    )
+    with pytest.raises(BadInput, match=r"index 1 .* while its process's invocation at index 0"):
+        operations(load_events(spark, path)[0])
+
+
+def test_pairing_and_unknown_outcomes(spark: SparkSession, write_history: WriteHistory) -> None:
+    path = write_history(
+        [
+            {"process": 0, "type": "invoke", "f": "add", "value": 1, "node": "n1"},
+            {"process": "nemesis", "type": "invoke", "f": "kill", "value": ["n2"]},
+            {"process": 1, "type": "invoke", "f": "add", "value": 2},
+            {"process": 0, "type": "ok", "f": "add", "value": 1},
+            {"process": "nemesis", "type": "info", "f": "kill", "value": {"killed": ["n2"]}},
+            {"process": 1, "type": "fail", "f": "add", "value": 2, "error": "conflict"},
+            {"process": "nemesis", "type": "info", "f": "heal", "value": None},
+            {"process": 0, "type": "invoke", "f": "add", "value": 3},
+        ]
+    )
+    ops = ops_list(spark, path)
+    by_index = {op["invoke_index"]: op for op in ops}
+    assert sorted(by_index) == [0, 1, 2, 6, 7]
+    assert by_index[0] | {"invoke_time": 0} == {
+        "process": 0,
+        "workload": None,
+        "f": "add",
+        "node": "n1",
+        "type": "ok",
+        "invoke_index": 0,
+        "invoke_time": 0,
+        "complete_index": 3,
+        "complete_time": 3_000_000,
+        "invoke_value": 1,
+        "value": 1,
+        "error": None,
+        "latency_ns": 3_000_000,
+    }
+    assert by_index[2]["type"] == "fail" and by_index[2]["error"] == "conflict"
+    # Nemesis pairs are kept, and a lone nemesis event is an operation of its own.
+    assert by_index[1]["process"] == "nemesis" and by_index[1]["value"] == {"killed": ["n2"]}
+    assert by_index[6]["f"] == "heal" and by_index[6]["complete_index"] == 6
+    # The process's last invoke never completed: its outcome is unknown.
+    last = by_index[7]
+    assert (last["type"], last["complete_index"], last["latency_ns"]) == ("info", None, None)
+    assert last["value"] == 3
+
+
+def test_events_written_by_the_harness_load(spark: SparkSession, tmp_path: Path) -> None:
+    from harness.history import HistoryWriter
+
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as history:
+        history.append(process=0, type="invoke", f="read", value=None, workload="bank")
+        history.append(process=0, type="ok", f="read", value={"0": 5}, workload="bank")
+    (op,) = ops_list(spark, path)
+    assert (op["workload"], op["value"]) == ("bank", {"0": 5})
+    assert json.loads(path.read_text().splitlines()[0])["index"] == 0

@@ -1,0 +1,100 @@
+"""analyze(): from a history file to results, with the operations table written beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from checkers.history_table import OP_COLUMNS
+from checkers.pipeline import OPS_TABLE, analyze
+from harness.errors import BadInput
+
+WriteHistory = Callable[..., Path]
+BANK = {"bank": {"accounts": [0, 1], "total": 10}}
+
+
+def mixed(lost: bool) -> list[dict[str, Any]]:
+    """Two workloads sharing the processes, told apart by `workload`, and a nemesis."""
+    bank = {"workload": "bank"}
+    sets = {"workload": "set"}
+    return [
+        {"process": 0, "type": "invoke", "f": "add", "value": 1, **sets},
+        {"process": 1, "type": "invoke", "f": "read", "value": None, **bank},
+        {"process": 0, "type": "ok", "f": "add", "value": 1, **sets},
+        {"process": 1, "type": "ok", "f": "read", "value": {"0": 4, "1": 6}, **bank},
+        {"process": "nemesis", "type": "info", "f": "kill", "value": ["n1"]},
+        {"process": 1, "type": "invoke", "f": "read", "value": None, **sets},
+        {"process": 1, "type": "ok", "f": "read", "value": [] if lost else [1], **sets},
+    ]
+
+
+def test_a_mixed_history_is_split_by_workload_and_the_table_rewritten(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    history = write_history(mixed(lost=False))
+    result = analyze(spark, history, out, ["bank", "set"], BANK)
+    assert (result["valid"], result["verdict"], result["notes"]) == (True, "valid", [])
+    assert result["history"] == {"path": str(history), "events": 7}
+    assert sorted(result["checkers"]) == ["bank", "set", "stats"]
+    assert result["checkers"]["bank"]["read_count"] == 1
+    assert result["checkers"]["set"]["read_count"] == 1
+    assert result["checkers"]["set"]["stable_count"] == 1
+    assert result["checkers"]["stats"]["op_count"] == 3
+    table = spark.read.parquet(str(out / OPS_TABLE))
+    assert tuple(table.columns) == OP_COLUMNS
+    assert table.count() == 4
+
+    result = analyze(spark, write_history(mixed(lost=True)), out, ["bank", "set"], BANK)
+    assert (result["valid"], result["verdict"]) == (False, "invalid")
+    assert result["checkers"]["set"]["anomaly_types"] == ["lost"]
+    assert result["checkers"]["bank"]["valid"] is True
+
+
+def test_an_untagged_history_belongs_to_its_one_workload(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path
+) -> None:
+    history = write_history(
+        [
+            {"process": 0, "type": "invoke", "f": "read", "value": None},
+            {"process": 0, "type": "ok", "f": "read", "value": {"0": 5, "1": 4}},
+        ]
+    )
+    result = analyze(spark, history, tmp_path, ["bank"], BANK)
+    assert result["verdict"] == "invalid"
+    assert result["checkers"]["bank"]["anomaly_types"] == ["wrong-total"]
+    assert result["checkers"]["stats"]["counts"][0]["workload"] == "bank"
+
+
+def test_a_workload_without_checker_leaves_the_verdict_unknown(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path
+) -> None:
+    history = write_history(
+        [
+            {"process": 0, "type": "invoke", "f": "txn", "value": [], "workload": "append"},
+            {"process": 0, "type": "ok", "f": "txn", "value": [], "workload": "append"},
+            {"process": 1, "type": "invoke", "f": "read", "value": None, "workload": "bank"},
+            {"process": 1, "type": "ok", "f": "read", "value": {}, "workload": "bank"},
+        ]
+    )
+    result = analyze(spark, history, tmp_path, ["append"], {})
+    assert (result["valid"], result["verdict"]) == ("unknown", "unknown")
+    assert sorted(result["checkers"]) == ["stats"]
+    assert result["notes"] == [
+        "workload append has no checker yet: its operations were not checked",
+        "the history also has operations of workload bank, which was not asked for and not checked",
+    ]
+
+
+def test_unknown_workloads_and_missing_parameters_are_bad_input(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path
+) -> None:
+    history = write_history(mixed(lost=False))
+    with pytest.raises(BadInput, match="unknown workload ledger: the known workloads are append"):
+        analyze(spark, history, tmp_path, ["bank", "ledger"], BANK)
+    with pytest.raises(BadInput, match="the bank checker takes parameters accounts, total"):
+        analyze(spark, history, tmp_path, ["bank"], {})

@@ -1,0 +1,261 @@
+"""The set checker: each anomaly in a crafted history, beside a near miss that must pass.
+
+Operations are drawn as intervals in ms; each history holds the anomaly for element 1 and the
+near miss for element 2 (and more where a kind has several faces), so one check covers both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame
+
+from checkers import sets
+from harness.errors import BadInput
+
+WriteOps = Callable[..., tuple[Path, list[int]]]
+OpsOf = Callable[[Path], DataFrame]
+
+
+def add(process: int, element: int, start: int, end: int, kind: str | None = "ok") -> dict:
+    return {
+        "process": process,
+        "f": "add",
+        "value": element,
+        "type": kind,
+        "start": start,
+        "end": end,
+    }
+
+
+def read(process: int, start: int, end: int, elements: list[int]) -> dict:
+    return {
+        "process": process,
+        "f": "read",
+        "value": None,
+        "result": elements,
+        "type": "ok",
+        "start": start,
+        "end": end,
+    }
+
+
+def run(write_ops: WriteOps, ops_of: OpsOf, ops: list[dict]) -> tuple[dict[str, Any], list[int]]:
+    path, indices = write_ops(ops)
+    return sets.check(ops_of(path)), indices
+
+
+def of_kind(result: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [a for a in result["anomalies"] if a["type"] == kind]
+
+
+def op_indices(anomaly: dict[str, Any]) -> list[int]:
+    return [op["invoke_index"] for op in anomaly["ops"]]
+
+
+def test_lost_and_a_read_concurrent_with_the_add(write_ops: WriteOps, ops_of: OpsOf) -> None:
+    result, ix = run(
+        write_ops,
+        ops_of,
+        [
+            add(0, 1, 0, 10),
+            read(1, 20, 30, [1]),
+            add(0, 2, 35, 60),  # near miss: read 40-50 begins before this add is acknowledged
+            read(1, 40, 50, []),
+            read(1, 70, 80, [2]),
+        ],
+    )
+    add1, seen, _, missed, _ = ix
+    assert result["valid"] is False
+    assert result["anomaly_types"] == ["lost"]
+    (lost,) = of_kind(result, "lost")
+    assert lost["explanation"].startswith("element 1 was lost")
+    assert f"its add at index {add1}" in lost["explanation"]
+    assert f"the read at index {seen}" in lost["explanation"]
+    assert f"yet the read at index {missed}" in lost["explanation"]
+    assert "and 1 later read do not contain it" in lost["explanation"]
+    assert op_indices(lost) == [add1, seen, missed]
+    assert (result["lost_count"], result["stable_count"], result["stale_count"]) == (1, 1, 0)
+
+
+def test_lost_without_ever_being_read(write_ops: WriteOps, ops_of: OpsOf) -> None:
+    result, (add1, _, _, missed) = run(
+        write_ops,
+        ops_of,
+        [add(0, 1, 0, 10), add(2, 3, 0, 5, "info"), read(1, 2, 4, []), read(1, 20, 30, [])],
+    )
+    (lost,) = of_kind(result, "lost")
+    assert "element 1 was lost" in lost["explanation"]
+    assert "no read ever contained it" in lost["explanation"]
+    assert lost["explanation"].endswith(
+        f"yet the read at index {missed} (invoked at 0.020 s) does not contain it"
+    )
+    assert op_indices(lost) == [add1, missed]
+    # An unknown add that no read shows is not lost: it may never have happened.
+    assert result["lost_count"] == 1 and result["known_count"] == 1
+
+
+def test_stale_reports_the_worst_read_and_spares_concurrent_ones(
+    write_ops: WriteOps, ops_of: OpsOf
+) -> None:
+    result, ix = run(
+        write_ops,
+        ops_of,
+        [
+            add(0, 1, 0, 10),
+            add(2, 2, 15, 35),  # near miss: only the read at 20-30, concurrent with it, misses 2
+            read(1, 20, 30, [1]),
+            read(3, 32, 34, [1]),
+            read(1, 40, 50, [1, 2]),
+            read(3, 45, 47, [2]),  # misses 1, 35 ms after 1 was acknowledged
+            read(1, 60, 70, [1, 2]),
+        ],
+    )
+    add1, _, _, _, _, worst, _ = ix
+    assert result["valid"] is True
+    assert result["anomaly_types"] == ["stale"]
+    (stale,) = of_kind(result, "stale")
+    assert stale["explanation"].startswith("element 1 was known from 0.010 s")
+    assert f"its add at index {add1} was acknowledged" in stale["explanation"]
+    assert f"the read at index {worst}, invoked at 0.045 s (35.0 ms later)" in stale["explanation"]
+    assert op_indices(stale) == [add1, worst]
+    assert result["worst_stale"] == {"element": 1, "staleness_ms": 35.0, "read_index": worst}
+    assert (result["stale_count"], result["stable_count"], result["lost_count"]) == (1, 1, 0)
+
+
+def test_stale_after_a_read_showed_the_element_before_its_add_was_acknowledged(
+    write_ops: WriteOps, ops_of: OpsOf
+) -> None:
+    result, (add1, seen, missed, _) = run(
+        write_ops,
+        ops_of,
+        [add(0, 1, 0, 100), read(1, 10, 20, [1]), read(1, 30, 40, []), read(1, 110, 120, [1])],
+    )
+    (stale,) = of_kind(result, "stale")
+    assert f"the read at index {seen} had it at 0.020 s" in stale["explanation"]
+    assert op_indices(stale) == [add1, missed]
+
+
+def test_never_read(write_ops: WriteOps, ops_of: OpsOf) -> None:
+    result, (add1, _, _) = run(
+        write_ops,
+        ops_of,
+        [
+            add(0, 1, 0, 10),
+            add(2, 2, 0, 3),  # near miss: the read begins after 2 is acknowledged and has it
+            read(1, 5, 8, [2]),
+        ],
+    )
+    assert result["valid"] is True
+    assert result["anomaly_types"] == ["never-read"]
+    (never,) = of_kind(result, "never-read")
+    assert never["explanation"].startswith("element 1 was known from 0.010 s")
+    assert "no read began after that" in never["explanation"]
+    assert op_indices(never) == [add1]
+    assert (result["never_read_count"], result["stable_count"]) == (1, 1)
+
+
+def test_recovered(write_ops: WriteOps, ops_of: OpsOf) -> None:
+    result, (add1, add2, add3, shown) = run(
+        write_ops,
+        ops_of,
+        [
+            add(0, 1, 0, 10, "info"),
+            add(2, 2, 0, 10, "info"),  # near miss: unknown and never seen, so neither
+            add(3, 3, 0, 10, None),  # never completed: as unknown as info
+            read(1, 20, 30, [1, 3]),
+        ],
+    )
+    assert result["valid"] is True
+    assert result["anomaly_types"] == ["recovered"]
+    recovered = of_kind(result, "recovered")
+    assert [r["explanation"].split(":")[0] for r in recovered] == ["element 1", "element 3"]
+    assert "had an unknown outcome (info)" in recovered[0]["explanation"]
+    assert f"the read at index {shown} contains it" in recovered[0]["explanation"]
+    assert op_indices(recovered[0]) == [add1, shown]
+    assert op_indices(recovered[1]) == [add3, shown]
+    assert recovered[1]["ops"][0]["type"] == "info"
+    assert add2 not in {i for r in recovered for i in op_indices(r)}
+    assert result["lost_count"] == 0 and result["stable_count"] == 2
+
+
+def test_unexpected_elements(write_ops: WriteOps, ops_of: OpsOf) -> None:
+    result, (failed, _, _, shown) = run(
+        write_ops,
+        ops_of,
+        [
+            add(0, 4, 0, 10, "fail"),
+            add(2, 5, 0, 10, "info"),  # near miss: an unknown add may show up
+            add(3, 6, 0, 10, "fail"),  # near miss: a failed add that stays away
+            read(1, 20, 30, [4, 5, 9]),
+        ],
+    )
+    assert result["valid"] is False
+    assert result["anomaly_types"] == ["recovered", "unexpected"]
+    never_added, failed_add = sorted(of_kind(result, "unexpected"), key=lambda a: len(a["ops"]))
+    assert never_added["explanation"] == (
+        f"the read at index {shown} contains element 9, which no operation ever added"
+    )
+    assert op_indices(never_added) == [shown]
+    assert failed_add["explanation"] == (
+        f"the read at index {shown} contains element 4, whose add at index {failed} failed"
+    )
+    assert op_indices(failed_add) == [failed, shown]
+    assert result["unexpected_count"] == 2
+
+
+def test_duplicated(write_ops: WriteOps, ops_of: OpsOf) -> None:
+    result, (_, _, twice, _) = run(
+        write_ops,
+        ops_of,
+        [
+            add(0, 1, 0, 5),
+            add(0, 2, 6, 8),
+            read(1, 10, 20, [1, 2, 1, 1]),
+            read(1, 30, 40, [2, 1]),  # near miss: every read has 2 once, and this one 1 once
+        ],
+    )
+    assert result["valid"] is False
+    assert result["anomaly_types"] == ["duplicated"]
+    (dup,) = of_kind(result, "duplicated")
+    assert dup["explanation"] == f"the read at index {twice} lists element 1 3 times"
+    assert op_indices(dup) == [twice]
+    assert (result["stable_count"], result["duplicated_count"]) == (2, 1)
+
+
+def test_a_clean_history_and_one_without_reads(write_ops: WriteOps, ops_of: OpsOf) -> None:
+    clean, _ = run(
+        write_ops,
+        ops_of,
+        [add(0, 1, 0, 10), add(2, 2, 5, 15), read(1, 20, 30, [1, 2]), read(1, 40, 50, [2, 1])],
+    )
+    assert clean["valid"] is True and clean["anomalies"] == []
+    assert {k: clean[k] for k in ("attempt_count", "ok_add_count", "stable_count")} == {
+        "attempt_count": 2,
+        "ok_add_count": 2,
+        "stable_count": 2,
+    }
+    unread, _ = run(write_ops, ops_of, [add(0, 1, 0, 10)])
+    assert unread["valid"] == "unknown"
+
+
+def test_many_anomalies_are_capped_but_counted(write_ops: WriteOps, ops_of: OpsOf) -> None:
+    count = sets.ANOMALY_CAP + 5
+    result, _ = run(
+        write_ops,
+        ops_of,
+        [read(1, 10, 20, list(range(100, 100 + count)))],
+    )
+    assert result["anomaly_counts"] == {"unexpected": count}
+    assert len(result["anomalies"]) == sets.ANOMALY_CAP
+
+
+def test_a_read_that_is_not_a_list_of_integers_is_bad_input(
+    write_ops: WriteOps, ops_of: OpsOf
+) -> None:
+    path, (_, bad) = write_ops([add(0, 1, 0, 10), read(1, 20, 30, {"0": 1})])  # type: ignore[arg-type]
+    with pytest.raises(BadInput, match=f"set read at history index {bad}"):
+        sets.check(ops_of(path))
