@@ -52,7 +52,38 @@ def check(ops: DataFrame) -> dict[str, Any]:
         "ok_per_s": by_type["ok"] / duration_s if duration_s > 0 else None,
         "series": _series(client),
         "rate": _rate(client),
+        "fault_windows": fault_windows(ops),
     }
+
+
+def fault_windows(ops: DataFrame) -> list[dict[str, Any]]:
+    """When each fault was in place: from its start's invocation to its stop's completion.
+
+    Nemesis operations are few (two per fault), so they are paired on the driver. A fault whose
+    stop never came (the harness was killed) lasts until the end of the history."""
+    rows = (
+        ops.filter(F.col("process") == NEMESIS)
+        .select("f", "invoke_time", "complete_time", "value")
+        .orderBy("invoke_index")
+        .collect()
+    )
+    end = ops.agg(F.max(F.coalesce("complete_time", "invoke_time"))).collect()[0][0]
+    windows: list[dict[str, Any]] = []
+    open_: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        action, _, fault = row["f"].partition("-")
+        if action == "start":
+            open_[fault] = {
+                "fault": fault,
+                "start": row["invoke_time"] / _NS_PER_S,
+                "value": row["value"],
+            }
+        elif action == "stop" and fault in open_:
+            window = open_.pop(fault)
+            stopped = row["complete_time"] or row["invoke_time"]
+            windows.append(window | {"end": stopped / _NS_PER_S})
+    windows += [w | {"end": (end or 0) / _NS_PER_S} for w in open_.values()]
+    return sorted(windows, key=lambda w: w["start"])
 
 
 def _latencies(client: DataFrame) -> list[dict[str, Any]]:

@@ -100,6 +100,21 @@ def _files(out_dir: Path) -> list[str]:
     return found
 
 
+def shade_faults(fig: go.Figure, windows: list[dict[str, Any]]) -> go.Figure:
+    """Grey bands where a fault was in place, labelled with the fault's name."""
+    for w in windows:
+        fig.add_vrect(
+            x0=w["start"],
+            x1=w["end"],
+            fillcolor="#888",
+            opacity=0.15,
+            line_width=0,
+            annotation_text=w["fault"],
+            annotation_position="top left",
+        )
+    return fig
+
+
 def _counts_table(stats: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per workload and f with a column per outcome."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -111,9 +126,10 @@ def _counts_table(stats: dict[str, Any]) -> list[dict[str, Any]]:
 
 def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
     stats = results.get("checkers", {}).get("stats", {})
+    windows = stats.get("fault_windows", [])
     figures = {
-        "latency": latency_figure(stats.get("series", [])).to_json(),
-        "rate": rate_figure(stats.get("rate", [])).to_json(),
+        "latency": shade_faults(latency_figure(stats.get("series", [])), windows).to_json(),
+        "rate": shade_faults(rate_figure(stats.get("rate", [])), windows).to_json(),
     }
     template = _env().get_template("report.html.j2")
     page = template.render(
