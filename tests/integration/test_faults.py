@@ -438,7 +438,10 @@ def test_clock_strobe_flips_between_the_offset_and_zero(
     n1 = nodes[0]
     fault = Clock("strobe", "one", ["n1"], 30_000, 100)
     fault.start(plain)
-    seen = {round(faked_offset(n1) / 30) for _ in range(12)}  # 0 or 1, in units of 30 s
+    seen = set()
+    for _ in range(20):  # 70 ms apart: each sample lands at another phase of the 200 ms cycle
+        seen.add(round(faked_offset(n1) / 30))  # 0 or 1, in units of 30 s
+        time.sleep(0.07)
     assert seen == {0, 1}
     fault.stop(plain)
     assert all(abs(faked_offset(n1)) < 1 for _ in range(5))
