@@ -7,13 +7,15 @@ what they did, as plain JSON data for the history.
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from clusters.backend import Node
 from clusters.kind import ClusterKind
+from nemesis import targets
 
 T = TypeVar("T")
 
@@ -32,6 +34,23 @@ class Fault(ABC):
     @abstractmethod
     def stop(self, cluster: ClusterKind) -> dict[str, Any]:
         """Undo the fault; safe after a failed or partial start, and more than once."""
+
+
+class ProcessFault(Fault):
+    """A fault on the cluster kind's processes of Jepsen-style targets (one, minority, …).
+
+    `planned` is None for `primaries`, resolved when the fault starts."""
+
+    def __init__(self, target: str, planned: list[str] | None) -> None:
+        self.target = target
+        self.planned = planned
+
+    @classmethod
+    def planned_for(cls, target: str, nodes: list[str], rng: random.Random) -> Self:
+        return cls(target, targets.pick(target, nodes, rng))
+
+    def plan(self) -> dict[str, Any]:
+        return {"fault": self.name, "target": self.target, "targets": self.planned}
 
 
 def by_name(cluster: ClusterKind, names: list[str]) -> list[Node]:

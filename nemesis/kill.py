@@ -3,30 +3,21 @@ nodes, as a crash would; at the fault's end the cluster kind starts them again."
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from clusters.backend import Node
 from clusters.kind import ClusterKind
 from nemesis import targets
-from nemesis.fault import Fault, by_name, on_nodes
+from nemesis.fault import ProcessFault, by_name, on_nodes
 from nemesis.processes import signal_tree, wait_gone
 
 
-class Kill(Fault):
+class Kill(ProcessFault):
     name = "kill"
 
     def __init__(self, target: str, planned: list[str] | None) -> None:
-        self.target = target
-        self.planned = planned
+        super().__init__(target, planned)
         self.killed: dict[str, list[str]] = {}  # node → names of the processes to restart
-
-    @classmethod
-    def planned_for(cls, target: str, nodes: list[str], rng: random.Random) -> Kill:
-        return cls(target, targets.pick(target, nodes, rng))
-
-    def plan(self) -> dict[str, Any]:
-        return {"fault": self.name, "target": self.target, "targets": self.planned}
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         names = targets.resolve(cluster, self.planned)

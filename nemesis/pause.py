@@ -3,30 +3,21 @@ nodes, as a long GC pause or a frozen VM would; SIGCONT at the fault's end."""
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 from clusters.backend import Node
 from clusters.kind import ClusterKind
 from nemesis import targets
-from nemesis.fault import Fault, by_name, on_nodes
+from nemesis.fault import ProcessFault, by_name, on_nodes
 from nemesis.processes import send, signal_tree
 
 
-class Pause(Fault):
+class Pause(ProcessFault):
     name = "pause"
 
     def __init__(self, target: str, planned: list[str] | None) -> None:
-        self.target = target
-        self.planned = planned
+        super().__init__(target, planned)
         self.paused: dict[str, list[int]] = {}  # node → pids stopped
-
-    @classmethod
-    def planned_for(cls, target: str, nodes: list[str], rng: random.Random) -> Pause:
-        return cls(target, targets.pick(target, nodes, rng))
-
-    def plan(self) -> dict[str, Any]:
-        return {"fault": self.name, "target": self.target, "targets": self.planned}
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         names = targets.resolve(cluster, self.planned)
