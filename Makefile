@@ -7,7 +7,7 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
-DEBS := debootstrap openjdk-17-jre-headless
+DEBS := debootstrap iproute2 openjdk-17-jre-headless
 BENCH_DEBS := postgresql-15
 
 .PHONY: setup python debs image run test lint bench clean-clusters
