@@ -78,7 +78,7 @@ NODE_IMAGE = ImageSpec(
     packages=(
         "postgresql-15",
         "python3",
-        "python3-psycopg2",
+        "python3-psycopg",
         "iproute2",
         "iptables",
         "libfaketime",

@@ -1,0 +1,156 @@
+"""The proxy daemon: Postgres's synchronous standby, and the proposer to the safekeepers.
+
+A session elects, starts Postgres's stream at VCL, hands WAL to one sender thread per safekeeper,
+and reports the quorum's position back to Postgres. Anything that ends a session (Postgres gone,
+another proposer elected, no quorum) ends it whole; the next session runs a new election with a
+higher term (seed 001: a restart of the proxy starts a new round of voting).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import socket
+import socketserver
+import threading
+import time
+import uuid
+from typing import Any
+
+from . import wire
+from .pgstream import PgStream
+from .proposer import Deposed, NoQuorum, Proposer, Refused
+
+log = logging.getLogger("proxy")
+
+HEARTBEAT = 1.0
+RETRY = 0.5
+FEEDBACK_INTERVAL = 1.0
+
+
+class Session:
+    def __init__(self, conninfo: str, slot: str, peers: dict[str, tuple[str, int]], variant: str):
+        self.conninfo, self.slot = conninfo, slot
+        self.proposer = Proposer(peers, variant, f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        self.proposer.on_commit = lambda lsn: self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.write(self.wake_w, b"x")
+
+    def follow(self, name: str) -> None:
+        """Keep one safekeeper caught up, reconnecting after any error, until the session ends."""
+        p = self.proposer
+        while not self.stop.is_set():
+            try:
+                p.attach(name)
+                log.info("%s attached at %s", name, wire.lsn_str(p.peers[name].position or 0))
+                while not self.stop.is_set():
+                    if not p.step(name):
+                        p.wait_for_wal(name, HEARTBEAT)
+            except Deposed as e:
+                self.failure = e
+                self.stop.set()
+                self._wake()
+            except (OSError, wire.ProtocolError, Refused) as e:
+                log.info("%s: %s; reconnecting", name, e)
+                p.detach(name)
+                self.stop.wait(RETRY)
+        p.detach(name)
+
+    def run(self) -> None:
+        pg = PgStream(self.conninfo)
+        threads: list[threading.Thread] = []
+        try:
+            system = pg.identify()
+            p = self.proposer
+            while True:
+                try:
+                    p.elect(system_id=system.system_id)
+                    break
+                except NoQuorum as e:
+                    log.warning("no quorum yet: %s", e)
+                    time.sleep(RETRY)
+            p.begin(system.xlogpos - system.xlogpos % system.segment_size)
+            STATUS.proposer = p
+            for name in p.peers:
+                t = threading.Thread(target=self.follow, args=(name,), daemon=True, name=name)
+                t.start()
+                threads.append(t)
+            pg.start(self.slot, p.log_end, system.timeline)
+            log.info("streaming from Postgres at %s", wire.lsn_str(p.log_end))
+            self.pump(pg)
+        finally:
+            self.stop.set()
+            for t in threads:
+                t.join(5)
+            pg.close()
+            os.close(self.wake_r)
+            os.close(self.wake_w)
+
+    def pump(self, pg: PgStream) -> None:
+        p = self.proposer
+        reported, last = -1, 0.0
+        while not self.stop.is_set():
+            ready, _, _ = select.select([pg.fileno(), self.wake_r], [], [], FEEDBACK_INTERVAL)
+            if self.wake_r in ready:
+                os.read(self.wake_r, 4096)
+            reply = False
+            if pg.fileno() in ready:
+                for kind, lsn, body in pg.messages():
+                    if kind == "w":
+                        p.write(body, lsn)  # type: ignore[arg-type]
+                    else:
+                        reply = reply or bool(body)
+            commit = p.commit_lsn
+            if reply or commit != reported or time.monotonic() - last > FEEDBACK_INTERVAL:
+                pg.feedback(commit)
+                reported, last = commit, time.monotonic()
+        if self.failure:
+            raise self.failure
+
+
+class StatusBoard:
+    """What `walkeeper status` on the proxy's port answers."""
+
+    proposer: Proposer | None = None
+    started = time.time()
+
+    def report(self) -> dict[str, Any]:
+        p = self.proposer
+        return {"ok": True, "role": "proxy", "elected": p is not None} | (p.status() if p else {})
+
+
+STATUS = StatusBoard()
+
+
+class StatusHandler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        try:
+            req, _ = wire.recv(self.request)
+            known = req.get("type") == "status"
+            wire.send(self.request, STATUS.report() if known else {"ok": False})
+        except (OSError, wire.ProtocolError):
+            pass
+
+
+def serve(
+    conninfo: str, slot: str, peers: dict[str, tuple[str, int]], variant: str, status_port: int
+) -> None:
+    server = socketserver.ThreadingTCPServer(("0.0.0.0", status_port), StatusHandler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    log.info("proxy (%s) for %s; safekeepers %s", variant, conninfo, sorted(peers))
+    while True:
+        try:
+            Session(conninfo, slot, peers, variant).run()
+        except Exception as e:  # every session failure is followed by a new election
+            log.warning("session ended: %s: %s", type(e).__name__, e)
+        STATUS.proposer = None
+        time.sleep(RETRY)

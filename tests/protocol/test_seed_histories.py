@@ -1,0 +1,143 @@
+"""The seeds' histories replayed against real safekeepers: seed 001's S1/S2/S3 examples (both
+variants get them right) and seed 003's five-safekeeper history (only term-history does)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.protocol.conftest import Writer, broken_links, lsn
+
+
+def seed001_start(make_safekeepers, variant: str):
+    """S1: R1; S2: R1 R2; S3: R1..R4, written by a first proposer, which then goes away."""
+    sks = make_safekeepers(variant, 3)
+    p1 = Writer(sks, "P1").elect("A", "B", "C")
+    p1.write(1, "A", "B", "C")
+    p1.heartbeat("A", "B", "C")  # everyone learns R1 is held by all (restartLSN)
+    p1.write(1, "B", "C")
+    p1.write(2, "C")
+    assert [sks.log(n) for n in "ABC"] == [["1.1"], ["1.1", "1.2"], ["1.1", "1.2", "1.3", "1.4"]]
+    return sks
+
+
+def test_seed001_recovery_overwrites_uncommitted_tail(make_safekeepers, variant: str) -> None:
+    """Quorum (S1, S2) elects with VCL = R2; R3(e) commits on S1, S2; a later election that
+    includes S3 keeps R3(e) and overwrites S3's uncommitted R3(c), R4(d)."""
+    sks = seed001_start(make_safekeepers, variant)
+    sks.stop("C")
+    p2 = Writer(sks, "P2").elect("A", "B")
+    assert p2.p.vcl == lsn(3) and p2.p.donor == "B"
+    p2.write(1, "A", "B")
+    assert p2.p.commit_lsn == lsn(4)
+    sks.start("C")
+    sks.stop("A")
+    p3 = Writer(sks, "P3").elect("B", "C")
+    assert p3.p.vcl == lsn(4), "the committed R3 of term 2 must win over S3's longer old log"
+    p3.write(1, "B", "C")
+    assert sks.log("B") == sks.log("C") == ["1.1", "1.2", "2.3", "3.4"]
+    assert broken_links(sks.wal("C")) == []
+
+
+def test_seed001_crash_during_recovery(make_safekeepers, variant: str) -> None:
+    """The proposer crashes after copying R2 to S1 and before any new record: a later election
+    that sees S3 takes S3's R3(c), R4(d) as the log (nothing newer was ever written)."""
+    sks = seed001_start(make_safekeepers, variant)
+    sks.stop("C")
+    p2 = Writer(sks, "P2").elect("A", "B")
+    p2.send("A")
+    assert sks.log("A") == ["1.1", "1.2"]
+    sks.start("C")
+    p3 = Writer(sks, "P3").elect("A", "C")
+    assert p3.p.vcl == lsn(5) and p3.p.donor == "C"
+    for name in "ABC":
+        p3.send(name)
+    assert sks.log("A") == sks.log("B") == sks.log("C") == ["1.1", "1.2", "1.3", "1.4"]
+
+
+def seed003(make_safekeepers, variant: str):
+    """Seed 003 up to the point where P3 has moved one record, 2.2, to A; then P4 is elected by
+    A, B and E and commits a record. Returns the safekeepers."""
+    sks = make_safekeepers(variant, 5)
+    p1 = Writer(sks, "P1").elect(*"ABCDE")
+    p1.write(1, *"ABCDE")
+    p1.heartbeat(*"ABCDE")
+    p1.write(3, "A")
+    sks.stop("A")
+    p2 = Writer(sks, "P2").elect("C", "D", "E")
+    assert p2.p.vcl == lsn(2)
+    p2.write(2, "C", "D")
+    p3 = Writer(sks, "P3").elect("C", "D", "E")
+    assert p3.p.vcl == lsn(4)
+    p3.write(1, "D")
+    sks.start("A")
+    p3.send("A", records=1)  # "P3 moves one record 2.2 to A", then P3 is gone
+    for name in "CD":
+        sks.stop(name)
+    p4 = Writer(sks, "P4").elect("A", "B", "E")
+    p4.write(1, "A", "B", "E")
+    assert p4.p.commit_lsn == p4.p.log_end, "P4's record is committed on A, B and E"
+    return sks
+
+
+def test_seed003_epoch_commits_a_corrupted_log(make_safekeepers) -> None:
+    sks = seed003(make_safekeepers, "epoch")
+    assert sks.log("A")[:4] == ["1.1", "2.2", "1.3", "1.4"]
+    for name in "ABE":
+        assert "1.3 follows 2.2" in broken_links(sks.wal(name)), sks.log(name)
+
+
+def test_seed003_term_history_truncates_at_the_divergence_point(make_safekeepers) -> None:
+    sks = seed003(make_safekeepers, "term-history")
+    for name in "ABE":
+        assert sks.log(name) == ["1.1", "2.2", "4.3"]
+        assert broken_links(sks.wal(name)) == []
+    assert sks.status("A")["history"] == [[1, lsn(1)], [2, lsn(2)], [4, lsn(3)]]
+
+
+@pytest.mark.parametrize("variant", ["term-history", "epoch"])
+def test_an_old_proposer_is_fenced(make_safekeepers, variant: str) -> None:
+    """Seed 000: once a quorum promised a higher term, the old proposer's appends are refused,
+    so it can no longer advance its commit LSN."""
+    from clusters.walkeeper.proposer import Deposed
+
+    sks = make_safekeepers(variant, 3)
+    p1 = Writer(sks, "P1").elect("A", "B", "C")
+    p1.write(1, "A", "B", "C")
+    Writer(sks, "P2").elect("A", "B")
+    with pytest.raises(Deposed):
+        p1.write(1, "A")
+    p1.write(0, "C")  # C never voted again: it still takes P1's WAL, but one is no quorum
+    assert p1.p.commit_lsn == lsn(2)
+
+
+def test_a_vote_survives_a_restart(make_safekeepers) -> None:
+    sks = make_safekeepers("term-history", 3)
+    Writer(sks, "P1").elect("A", "B", "C")
+    sks.stop("A")
+    sks.start("A")
+    assert sks.status("A")["term"] == 1
+    assert sks.status("A")["voted_for"] == "P1"
+
+
+def test_committed_wal_is_never_truncated(make_safekeepers) -> None:
+    """A safekeeper refuses an announcement that would cut below the commit LSN it knows."""
+    from clusters.walkeeper import wire
+
+    sks = make_safekeepers("term-history", 3)
+    p1 = Writer(sks, "P1").elect("A", "B", "C")
+    p1.write(2, "A", "B", "C")
+    p1.heartbeat("A")  # A learns the commit LSN
+    with wire.connect(sks.addresses["A"], 2) as sock:
+        assert wire.call(sock, {"type": "vote", "term": 5, "proposer": "rogue"})[0]["ok"]
+        reply, _ = wire.call(
+            sock,
+            {
+                "type": "elected",
+                "term": 5,
+                "proposer": "rogue",
+                "history": [[5, lsn(1)]],
+                "truncate_lsn": lsn(1),
+            },
+        )
+    assert not reply["ok"] and "committed" in reply["error"]
+    assert sks.log("A") == ["1.1", "1.2"]
