@@ -21,6 +21,20 @@ CLOCK_FILE = "/var/lib/harness/clock-offset"
 
 
 @dataclass(frozen=True)
+class KindOption:
+    """A command-line option that only one cluster kind takes (e.g. --safekeepers)."""
+
+    name: str  # the keyword in the kind's options, e.g. "safekeepers"
+    type: type
+    help: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """Where a client bound to `node` connects."""
 
@@ -35,6 +49,7 @@ class ClusterKind(ABC):
     """Installs, starts, inspects and tears down one kind of cluster on a backend's nodes."""
 
     name: ClassVar[str]
+    cli_options: ClassVar[tuple[KindOption, ...]] = ()
 
     def __init__(self, backend: Backend, cluster: str, options: dict[str, Any]) -> None:
         self.backend = backend

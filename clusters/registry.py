@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from clusters.backend import Backend
-from clusters.kind import ClusterKind
+from clusters.kind import ClusterKind, KindOption
+from clusters.safekeeper import SafekeeperCluster
 from clusters.single import SingleCluster
 from harness.errors import BadInput
 
-CLUSTER_KINDS: dict[str, type[ClusterKind]] = {k.name: k for k in (SingleCluster,)}
+CLUSTER_KINDS: dict[str, type[ClusterKind]] = {
+    k.name: k for k in (SingleCluster, SafekeeperCluster)
+}
 
 
 def backend_names() -> list[str]:
@@ -53,3 +57,25 @@ def cluster_kind(name: str) -> type[ClusterKind]:
     if name not in CLUSTER_KINDS:
         raise BadInput(f"unknown cluster kind {name!r}: choose from {', '.join(CLUSTER_KINDS)}")
     return CLUSTER_KINDS[name]
+
+
+def kind_options(kind: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The kind-specific options that were given, refusing those another kind takes."""
+    own = {o.name for o in cluster_kind(kind).cli_options}
+    for name, value in given.items():
+        if value is not None and name not in own:
+            flag = "--" + name.replace("_", "-")
+            owners = [
+                k for k, c in CLUSTER_KINDS.items() if name in {o.name for o in c.cli_options}
+            ]
+            raise BadInput(f"{flag} applies to --cluster {' or '.join(owners)} only, not {kind}")
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def all_kind_options() -> list[KindOption]:
+    """Every kind's own options, once each, for the command line."""
+    seen: dict[str, KindOption] = {}
+    for kind in CLUSTER_KINDS.values():
+        for option in kind.cli_options:
+            seen.setdefault(option.name, option)
+    return list(seen.values())

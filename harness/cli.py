@@ -17,6 +17,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from clusters.registry import all_kind_options
+from clusters.registry import kind_options as registry_kind_options
 from harness.config import RunConfig, split_names
 from harness.errors import BadInput, InfraError
 from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA
@@ -64,6 +66,19 @@ def backend_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def kind_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options only one cluster kind takes (e.g. --safekeepers), declared by the kinds."""
+    for option in reversed(all_kind_options()):
+        choice = click.Choice(option.choices) if option.choices else option.type
+        f = click.option(option.flag, option.name, type=choice, default=None, help=option.help)(f)
+    return f
+
+
+def kind_settings(kind: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """Pop the kind-specific options out of a command's options, checked against `kind`."""
+    return registry_kind_options(kind, {o.name: opts.pop(o.name) for o in all_kind_options()})
+
+
 def backend_settings(opts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Pop the backend options out of a command's options: (name, keyword options)."""
     name = str(opts.pop("backend"))
@@ -87,6 +102,7 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--cluster", default="single", show_default=True, help="Cluster kind to deploy.")
+@kind_options
 @backend_options
 @click.option(
     "--workload",
@@ -165,6 +181,7 @@ def run(**opts: Any) -> None:
     backend, backend_opts = backend_settings(opts)
     cfg = RunConfig(
         cluster=str(opts["cluster"]),
+        cluster_options=kind_settings(str(opts["cluster"]), opts),
         backend=backend,
         backend_options=backend_opts,
         workloads=split_names(str(opts["workloads"])),
@@ -231,6 +248,7 @@ def cluster() -> None:
 
 @cluster.command("up")
 @click.option("--cluster", "kind", default="single", show_default=True, help="Cluster kind.")
+@kind_options
 @backend_options
 @click.option("--name", default="manual", show_default=True, help="Cluster name.")
 def cluster_up(kind: str, name: str, **opts: Any) -> None:
@@ -238,7 +256,7 @@ def cluster_up(kind: str, name: str, **opts: Any) -> None:
     from clusters.registry import cluster_kind, make_backend
 
     backend, settings = backend_settings(opts)
-    k = cluster_kind(kind)(make_backend(backend, **settings), name, {})
+    k = cluster_kind(kind)(make_backend(backend, **settings), name, kind_settings(kind, opts))
     k.deploy(lambda msg: console.print(f"[dim]{msg}[/]"))
     for ep in k.endpoints():
         console.print(f"{ep.node}: postgresql://{ep.user}@{ep.host}:{ep.port}/{ep.dbname}")
@@ -246,6 +264,7 @@ def cluster_up(kind: str, name: str, **opts: Any) -> None:
 
 @cluster.command("status")
 @click.option("--cluster", "kind", default="single", show_default=True, help="Cluster kind.")
+@kind_options
 @backend_options
 @click.option("--name", default="manual", show_default=True, help="Cluster name.")
 def cluster_status(kind: str, name: str, **opts: Any) -> None:
@@ -256,9 +275,9 @@ def cluster_status(kind: str, name: str, **opts: Any) -> None:
     b = make_backend(backend, **settings)
     if name not in b.clusters():
         raise BadInput(f"no cluster named {name!r} is up; `harness cluster up --name {name}`")
-    status = cluster_kind(kind)(b, name, {}).status()
+    status = cluster_kind(kind)(b, name, kind_settings(kind, opts)).status()
     table = Table(title=f"{name} ({status['kind']}), leader: {status.get('leader')}")
-    keys = sorted({k for n in status["nodes"].values() for k in n})
+    keys = list(dict.fromkeys(k for n in status["nodes"].values() for k in n))
     table.add_column("node")
     for k in keys:
         table.add_column(k)

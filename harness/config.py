@@ -15,6 +15,7 @@ from workloads.postgres import ISOLATION_LEVELS
 @dataclass
 class RunConfig:
     cluster: str = "single"
+    cluster_options: dict[str, Any] = field(default_factory=dict)
     backend: str = "docker"
     backend_options: dict[str, Any] = field(default_factory=dict)
     workloads: list[str] = field(default_factory=lambda: ["bank", "append"])

@@ -70,7 +70,9 @@ class Runner:
         self.options = WorkloadOptions(isolation=cfg.isolation)
         self.workloads = build_workloads(cfg.workloads, self.options)
         self.kind_class = cluster_kind(cfg.cluster)
-        nemesis.validate(cfg.nemesis, self.kind_class.nodes_needed({}), cfg.cluster)
+        nemesis.validate(
+            cfg.nemesis, self.kind_class.nodes_needed(cfg.cluster_options), cfg.cluster
+        )
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
         self.stop = threading.Event()
 
@@ -89,7 +91,7 @@ class Runner:
         store.write_json(run_dir / store.CONFIG, config)
         store.point_latest(cfg.store, run_dir)
         self.console.print(f"run folder: {run_dir}")
-        kind = self.kind_class(self.backend, config["cluster_name"], {})
+        kind = self.kind_class(self.backend, config["cluster_name"], cfg.cluster_options)
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         faults: Nemesis | None = None
         try:
