@@ -19,8 +19,6 @@ from clusters.kind import (
     ClusterKind,
     Endpoint,
     KindOption,
-    ensure_clock_file,
-    under_faketime,
     wait_until,
 )
 from harness.errors import BadInput
@@ -102,9 +100,13 @@ class SafekeeperCluster(ClusterKind):
         return node.exec(cmd + shell_quote(sql), check=False).code == 0
 
     def daemon(self, node: Node, args: str, log: str) -> None:
-        """Start a walkeeper daemon detached, under the node's faked clock, logging to `log`."""
-        ensure_clock_file(node)
-        cmd = under_faketime(f"env PYTHONPATH={INSTALL} python3 -u -m walkeeper {args}")
+        """Start a walkeeper daemon detached, logging to `log`.
+
+        Unlike Postgres, the daemons keep the real clock: libfaketime 0.9.10 does not intercept
+        the sem_clockwait behind Python's timed lock waits, which then never time out (seen as a
+        proxy that never reconnects). They take no decision from the wall clock, so a skewed
+        clock would have nothing to act on in them anyway."""
+        cmd = f"env PYTHONPATH={INSTALL} python3 -u -m walkeeper {args}"
         node.exec(f"mkdir -p {pg.LOG_DIR} && exec {cmd} >> {pg.LOG_DIR}/{log} 2>&1", detach=True)
 
     def start_safekeeper(self, node: Node) -> None:

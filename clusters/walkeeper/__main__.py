@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
+import signal
 import sys
 
 from . import wire
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1` prints every thread's stack to the log
     if args.command == "safekeeper":
         from .safekeeper import serve
 

@@ -140,11 +140,15 @@ class StatusHandler(socketserver.BaseRequestHandler):
             pass
 
 
+class StatusServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True  # a restarted proxy rebinds while the old socket is in TIME_WAIT
+
+
 def serve(
     conninfo: str, slot: str, peers: dict[str, tuple[str, int]], variant: str, status_port: int
 ) -> None:
-    server = socketserver.ThreadingTCPServer(("0.0.0.0", status_port), StatusHandler)
-    server.daemon_threads = True
+    server = StatusServer(("0.0.0.0", status_port), StatusHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     log.info("proxy (%s) for %s; safekeepers %s", variant, conninfo, sorted(peers))
     while True:
