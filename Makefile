@@ -43,6 +43,7 @@ bench: setup
 	@dpkg-query -W -f='$${Status}\n' $(BENCH_DEBS) 2>/dev/null | grep -q 'ok installed' || \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BENCH_DEBS) >/dev/null)
 	$(BIN)/python bench/bank_vs_pgbench.py
+	$(BIN)/python bench/commit_latency.py
 
 clean-clusters: python
 	$(BIN)/harness cluster down

@@ -101,7 +101,12 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--cluster", default="single", show_default=True, help="Cluster kind to deploy.")
+@click.option(
+    "--cluster",
+    default="safekeeper",
+    show_default=True,
+    help="Cluster kind to deploy: safekeeper (Postgres, proxy, safekeepers) or single.",
+)
 @kind_options
 @backend_options
 @click.option(
@@ -247,7 +252,7 @@ def cluster() -> None:
 
 
 @cluster.command("up")
-@click.option("--cluster", "kind", default="single", show_default=True, help="Cluster kind.")
+@click.option("--cluster", "kind", default="safekeeper", show_default=True, help="Cluster kind.")
 @kind_options
 @backend_options
 @click.option("--name", default="manual", show_default=True, help="Cluster name.")
@@ -263,7 +268,7 @@ def cluster_up(kind: str, name: str, **opts: Any) -> None:
 
 
 @cluster.command("status")
-@click.option("--cluster", "kind", default="single", show_default=True, help="Cluster kind.")
+@click.option("--cluster", "kind", default="safekeeper", show_default=True, help="Cluster kind.")
 @kind_options
 @backend_options
 @click.option("--name", default="manual", show_default=True, help="Cluster name.")

@@ -14,7 +14,7 @@ from workloads.postgres import ISOLATION_LEVELS
 
 @dataclass
 class RunConfig:
-    cluster: str = "single"
+    cluster: str = "safekeeper"
     cluster_options: dict[str, Any] = field(default_factory=dict)
     backend: str = "docker"
     backend_options: dict[str, Any] = field(default_factory=dict)

@@ -66,6 +66,8 @@ def test_missing_path(path: str) -> None:
 
 def test_impossible_fault_target(store: Path) -> None:
     text = assert_one_sentence(
-        harness("run", "--nemesis", "partition-majority", "--store", str(store))
+        harness(
+            "run", "--cluster", "single", "--nemesis", "partition-majority", "--store", str(store)
+        )
     )
     assert "partition-majority needs at least 3 nodes" in text and "single" in text
