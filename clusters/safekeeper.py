@@ -159,34 +159,29 @@ class SafekeeperCluster(ClusterKind):
         return self.compute().name if self.proxy_status().get("elected") else None
 
     def status(self) -> dict[str, Any]:
+        """Who leads, the term, and every node's flush and commit LSNs with its term history
+        (or epoch, in the epoch variant), as the daemons report them; a safekeeper that does
+        not answer (killed, paused) is shown from its control file."""
         proxy = self.proxy_status()
+        variant = proxy.get("variant", self.variant)
         compute = self.compute()
         nodes: dict[str, dict[str, Any]] = {
             compute.name: {
-                "role": "compute",
+                "role": "compute" + (" (elected)" if proxy.get("elected") else ""),
                 "postgres": "up" if pg.is_ready(compute) else "down",
-                "term": proxy.get("term"),
-                "flush_lsn": lsn_text(proxy.get("log_end")),
-                "commit_lsn": lsn_text(proxy.get("commit_lsn")),
-                "history": history_text(proxy.get("history")),
             }
+            | positions(proxy | {"flush_lsn": proxy.get("log_end"), "epoch": proxy.get("term")})
         }
         for node in self.safekeepers():
             state = daemon_status(node, SK_PORT)
-            answered = state.get("ok", False)
-            if not answered:
-                state = read_control(node)
-            nodes[node.name] = {
-                "role": "safekeeper" if answered else "safekeeper (not answering)",
-                "term": state.get("term"),
-                "flush_lsn": lsn_text(state.get("flush_lsn")),
-                "commit_lsn": lsn_text(state.get("commit_lsn")),
-                "history": history_text(state.get("history")),
-                "epoch": state.get("epoch"),
-            }
+            role = "safekeeper"
+            if not state:
+                state = read_control(node) | {"variant": variant}
+                role = "safekeeper (not answering)"
+            nodes[node.name] = {"role": role} | positions(state)
         return {
             "kind": self.name,
-            "variant": self.variant,
+            "variant": variant,
             "leader": compute.name if proxy.get("elected") else None,
             "term": proxy.get("term"),
             "nodes": nodes,
@@ -244,6 +239,18 @@ def read_control(node: Node) -> dict[str, Any]:
         return json.loads(out)
     except ValueError:
         return {}
+
+
+def positions(state: dict[str, Any]) -> dict[str, Any]:
+    """The columns an operator compares across nodes."""
+    shown = {
+        "term": state.get("term"),
+        "flush_lsn": lsn_text(state.get("flush_lsn")),
+        "commit_lsn": lsn_text(state.get("commit_lsn")),
+    }
+    if state.get("variant") == "epoch":
+        return shown | {"epoch": state.get("epoch")}
+    return shown | {"history": history_text(state.get("history"))}
 
 
 def lsn_text(lsn: int | None) -> str:

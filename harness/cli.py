@@ -285,7 +285,7 @@ def cluster_status(kind: str, name: str, **opts: Any) -> None:
     keys = list(dict.fromkeys(k for n in status["nodes"].values() for k in n))
     table.add_column("node")
     for k in keys:
-        table.add_column(k)
+        table.add_column(k, overflow="fold")
     for node, info in status["nodes"].items():
         table.add_row(node, *(str(info.get(k, "")) for k in keys))
     console.print(table)
