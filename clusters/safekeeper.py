@@ -234,11 +234,19 @@ def daemon_status(node: Node, port: int) -> dict[str, Any]:
 
 
 def read_control(node: Node) -> dict[str, Any]:
-    out = node.exec(f"cat {SK_DATA}/control.json", check=False).output
+    """A safekeeper's state from its files: the control file, and the flush LSN from the WAL
+    file's length (what the daemon itself computes when it starts)."""
+    out = node.exec(
+        f"cat {SK_DATA}/control.json && echo && stat -c %s {SK_DATA}/wal", check=False
+    ).output
     try:
-        return json.loads(out)
+        control, size = out.strip().rsplit("\n", 1)
+        state = json.loads(control)
     except ValueError:
         return {}
+    if state.get("base_lsn"):
+        state["flush_lsn"] = state["base_lsn"] + int(size)
+    return state
 
 
 def positions(state: dict[str, Any]) -> dict[str, Any]:
