@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from psycopg import pq
 
-from .wire import lsn_str
+from .wire import lsn_str, parse_lsn
 
 PG_EPOCH = 946684800  # 2000-01-01 in Unix time: Postgres timestamps count from there
 XLOG_DATA = struct.Struct(">QQq")  # after 'w': start, server's WAL end, send time
@@ -59,7 +59,7 @@ class PgStream:
         units = {"kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
         number = int("".join(ch for ch in size if ch.isdigit()))
         unit = size[len(str(number)) :].strip()
-        return System(system_id, int(timeline), parse(xlogpos), number * units.get(unit, 1))
+        return System(system_id, int(timeline), parse_lsn(xlogpos), number * units.get(unit, 1))
 
     def start(self, slot: str, lsn: int, timeline: int) -> None:
         cmd = f"START_REPLICATION SLOT {slot} PHYSICAL {lsn_str(lsn)} TIMELINE {timeline}"
@@ -99,7 +99,3 @@ class PgStream:
     def close(self) -> None:
         self.conn.finish()
 
-
-def parse(text: str) -> int:
-    high, low = text.split("/")
-    return (int(high, 16) << 32) | int(low, 16)
