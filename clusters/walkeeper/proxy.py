@@ -20,7 +20,7 @@ import uuid
 from typing import Any
 
 from . import wire
-from .pgstream import PgStream
+from .pgstream import PgStream, StreamError
 from .proposer import Deposed, NoQuorum, Proposer, Refused
 
 log = logging.getLogger("proxy")
@@ -28,6 +28,33 @@ log = logging.getLogger("proxy")
 HEARTBEAT = 1.0
 RETRY = 0.5
 FEEDBACK_INTERVAL = 1.0
+OVERLAP = 8192  # bytes before VCL that Postgres's stream must repeat at every session start
+
+
+class Overlap:
+    """Where the safekeepers' log meets Postgres's WAL. The stream starts a little before VCL;
+    those bytes must equal the safekeepers' (the donor's) exactly, and only what follows VCL
+    continues the log. Postgres 15 keeps every streamed prefix valid across its crash recovery
+    (it writes an overwrite-contrecord rather than rewriting a torn record's pages), so a
+    mismatch means the two logs are not one: the proxy stops rather than acknowledge commits
+    on a log no safekeeper holds."""
+
+    def __init__(self, start: int, vcl: int, expected: bytes) -> None:
+        self.start, self.vcl, self.expected = start, vcl, expected
+
+    def take(self, lsn: int, body: bytes) -> tuple[int, bytes]:
+        """Check the part of a message before VCL; return what continues the log."""
+        if lsn >= self.vcl:
+            return lsn, body
+        lo, hi = max(lsn, self.start), min(lsn + len(body), self.start + len(self.expected))
+        ours, theirs = body[lo - lsn : hi - lsn], self.expected[lo - self.start : hi - self.start]
+        if ours != theirs:
+            at = lo + next(i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
+            raise StreamError(
+                f"Postgres's WAL differs from the safekeepers' at {wire.lsn_str(at)}: "
+                "refusing to continue their log with it"
+            )
+        return self.vcl, body[max(0, self.vcl - lsn) :]
 
 
 class Session:
@@ -39,6 +66,7 @@ class Session:
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         self.proposer.on_commit = lambda lsn: self._wake()
+        self.overlap = Overlap(0, 0, b"")
 
     def _wake(self) -> None:
         with contextlib.suppress(BlockingIOError):
@@ -83,8 +111,13 @@ class Session:
                 t = threading.Thread(target=self.follow, args=(name,), daemon=True, name=name)
                 t.start()
                 threads.append(t)
-            pg.start(self.slot, p.log_end, system.timeline)
-            log.info("streaming from Postgres at %s", wire.lsn_str(p.log_end))
+            vcl = p.log_end
+            start = max(p.log_start, vcl - OVERLAP, vcl - vcl % system.segment_size)
+            self.overlap = Overlap(start, vcl, p.read_log(start, vcl) if start < vcl else b"")
+            pg.start(self.slot, start, system.timeline)
+            log.info(
+                "streaming from Postgres at %s (VCL %s)", wire.lsn_str(start), wire.lsn_str(vcl)
+            )
             self.pump(pg)
         finally:
             self.stop.set()
@@ -105,7 +138,9 @@ class Session:
             if pg.fileno() in ready:
                 for kind, lsn, body in pg.messages():
                     if kind == "w":
-                        p.write(body, lsn)  # type: ignore[arg-type]
+                        lsn, body = self.overlap.take(lsn, body)  # type: ignore[arg-type]
+                        if body:
+                            p.write(body, lsn)
                     else:
                         reply = reply or bool(body)
             commit = p.commit_lsn
