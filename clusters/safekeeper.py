@@ -27,6 +27,7 @@ DAEMONS = Path(__file__).parent / "walkeeper"
 INSTALL = "/opt/walkeeper"
 SK_PORT = 7676
 PROXY_PORT = 7677
+SK_PG_PORT = 5433  # a safekeeper's WAL server for Postgres standbys (streaming replication)
 SK_DATA = "/var/lib/harness/safekeeper"
 SLOT = "walproposer"
 VARIANTS = ("term-history", "epoch")
@@ -113,7 +114,7 @@ class SafekeeperCluster(ClusterKind):
         self.daemon(
             node,
             f"safekeeper --name {node.name} --data {SK_DATA} --listen 0.0.0.0:{SK_PORT} "
-            f"--variant {self.variant}",
+            f"--variant {self.variant} --pg-listen 0.0.0.0:{SK_PG_PORT}",
             "safekeeper.log",
         )
 

@@ -28,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     sk.add_argument("--data", required=True, help="directory for the WAL and control files")
     sk.add_argument("--listen", default="0.0.0.0:7676")
     sk.add_argument("--variant", choices=VARIANTS, default="term-history")
+    sk.add_argument(
+        "--pg-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="also serve committed WAL to Postgres standbys (streaming replication) here",
+    )
     px = sub.add_parser("proxy", help="stream Postgres's WAL to a quorum of safekeepers")
     px.add_argument("--postgres", required=True, help="libpq conninfo of the local Postgres")
     px.add_argument("--slot", default="walproposer")
@@ -55,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         from .safekeeper import serve
 
         host, _, port = args.listen.rpartition(":")
-        serve(host, int(port), args.data, args.variant, args.name)
+        pg_host, _, pg_port = args.pg_listen.rpartition(":")
+        pg_listen = (pg_host or "0.0.0.0", int(pg_port)) if args.pg_listen else None
+        serve(host, int(port), args.data, args.variant, args.name, pg_listen)
     elif args.command == "proxy":
         from .proxy import serve as serve_proxy
 

@@ -98,4 +98,3 @@ class PgStream:
 
     def close(self) -> None:
         self.conn.finish()
-

@@ -44,7 +44,15 @@ class Server(socketserver.ThreadingTCPServer):
         super().__init__(address, Handler)
 
 
-def serve(host: str, port: int, datadir: str, variant: str, name: str) -> None:
+def serve(
+    host: str,
+    port: int,
+    datadir: str,
+    variant: str,
+    name: str,
+    pg_listen: tuple[str, int] | None = None,
+) -> None:
+    """Serve proposers on host:port and, with `pg_listen`, Postgres standbys there too."""
     acceptor = Acceptor(Storage(datadir), variant, name)
     state = acceptor.state()
     log.info(
@@ -56,5 +64,9 @@ def serve(host: str, port: int, datadir: str, variant: str, name: str) -> None:
         state["term"],
         wire.lsn_str(state["flush_lsn"]),
     )
+    if pg_listen:
+        from . import walsender
+
+        walsender.start(pg_listen, acceptor)
     with Server((host, port), acceptor) as server:
         server.serve_forever()

@@ -4,13 +4,16 @@ always taken down, so a failing test leaves no container behind."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from rich.console import Console
 
 from clusters.docker_backend import DockerBackend
 from clusters.image import NODE_IMAGE, ensure_image
+from clusters.safekeeper import SafekeeperCluster
 from harness.errors import BadInput
 
 
@@ -51,3 +54,33 @@ def module_cluster_name(docker_backend: DockerBackend) -> Iterator[str]:
     name = _new_cluster_name()
     yield name
     docker_backend.down(name)
+
+
+@pytest.fixture(scope="module")
+def safekeeper_cluster(
+    docker_backend: DockerBackend, module_cluster_name: str
+) -> Iterator[SafekeeperCluster]:
+    """A `safekeeper` cluster for the module (n1 compute, n2…n4 safekeepers), taken down with
+    the module's cluster name."""
+    cluster = SafekeeperCluster(docker_backend, module_cluster_name, {"safekeepers": 3})
+    cluster.deploy(lambda msg: None)
+    yield cluster
+
+
+def eventually(
+    check: Callable[[], Any], what: str, timeout: float = 30.0, why: Callable[[], str] = str
+) -> Any:
+    """Poll `check` until it returns something true; else fail naming what never happened,
+    the last error, and whatever `why` adds (logs, say)."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            if result := check():
+                return result
+        except Exception as e:
+            last = e
+        time.sleep(0.3)
+    raise AssertionError(
+        f"{what} did not happen within {timeout:g}s" + (f": {last}" if last else "") + why()
+    )

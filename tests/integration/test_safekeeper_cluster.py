@@ -14,20 +14,21 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
 from clusters import postgres_node as pg
-from clusters.backend import Backend, Node
+from clusters.backend import Node
 from clusters.kind import Endpoint
 from clusters.safekeeper import SK_PORT, SafekeeperCluster, daemon_status
 from nemesis import heal_nodes
 from nemesis.kill import Kill
 from nemesis.partition import Partition
 from nemesis.processes import process_table, signal_tree, tree, wait_gone
+from tests.integration.conftest import eventually
 
 pytestmark = pytest.mark.docker
 
@@ -41,10 +42,9 @@ VALUES = itertools.count(1)  # unique row values across the module's tests
 
 
 @pytest.fixture(scope="module")
-def deployed(docker_backend: Backend, module_cluster_name: str) -> Iterator[SafekeeperCluster]:
-    """n1 compute, n2…n4 safekeepers; taken down with the module's cluster name."""
-    cluster = SafekeeperCluster(docker_backend, module_cluster_name, {"safekeepers": 3})
-    cluster.deploy(lambda msg: None)
+def deployed(safekeeper_cluster: SafekeeperCluster) -> Iterator[SafekeeperCluster]:
+    """The module's cluster, with the table the tests write."""
+    cluster = safekeeper_cluster
     with connect(cluster.endpoints()[0], autocommit=True) as conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (x bigint PRIMARY KEY)")
     yield cluster
@@ -181,21 +181,6 @@ def assert_commit_released(commit: PendingCommit, cluster: SafekeeperCluster) ->
     )
     assert commit.error is None, f"COMMIT failed: {commit.error!r}"
     assert visible(commit.ep, commit.value)
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            if result := check():
-                return result
-        except Exception as e:
-            last = e
-        time.sleep(0.3)
-    raise AssertionError(
-        f"{what} did not happen within {timeout:g}s" + (f": {last}" if last else "")
-    )
 
 
 def wal_flush_lsn(ep: Endpoint) -> int:
