@@ -7,19 +7,13 @@ are parsed here by hand, so nothing reports a position on our behalf.
 
 from __future__ import annotations
 
-import struct
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from psycopg import pq
 
+from .replication import KEEPALIVE, STANDBY_STATUS, XLOG_DATA, now_pg
 from .wire import lsn_str, parse_lsn
-
-PG_EPOCH = 946684800  # 2000-01-01 in Unix time: Postgres timestamps count from there
-XLOG_DATA = struct.Struct(">QQq")  # after 'w': start, server's WAL end, send time
-KEEPALIVE = struct.Struct(">QqB")  # after 'k': server's WAL end, send time, reply requested
-STATUS = struct.Struct(">cQQQqB")  # 'r', write, flush, apply, time, reply requested
 
 
 class StreamError(Exception):
@@ -32,10 +26,6 @@ class System:
     timeline: int
     xlogpos: int
     segment_size: int
-
-
-def now_pg() -> int:
-    return int((time.time() - PG_EPOCH) * 1_000_000)
 
 
 class PgStream:
@@ -92,7 +82,7 @@ class PgStream:
 
     def feedback(self, flush: int) -> None:
         """Report `flush` as written, flushed and applied: the only position we vouch for."""
-        msg = STATUS.pack(b"r", flush, flush, flush, now_pg(), 0)
+        msg = b"r" + STANDBY_STATUS.pack(flush, flush, flush, now_pg(), 0)
         if self.conn.put_copy_data(msg) != 1 or self.conn.flush() < 0:
             raise StreamError(self.conn.get_error_message().decode(errors="replace").strip())
 

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .replication import KEEPALIVE, STANDBY_STATUS, XLOG_DATA, now_pg
 from .wire import lsn_str, parse_lsn
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ MAX_STARTUP = 10_000  # Postgres's own limit on a startup packet
 STARTUP_TIMEOUT = 60.0  # authentication_timeout: a client that never finishes its startup
 MAX_MESSAGE = 1 << 20  # nothing a standby sends us is larger
 
-PG_EPOCH = 946684800  # 2000-01-01 in Unix time: Postgres timestamps count from there
 TIMELINE = 1
 SERVER_VERSION = "15.0 (walkeeper safekeeper)"
 SEGMENT_SIZE = "16MB"  # Postgres's default; the cluster's Postgres keeps it
@@ -58,9 +58,6 @@ KEEPALIVE_INTERVAL = 5.0  # a keepalive after this long without sending anything
 STANDBY_TIMEOUT = 60.0  # wal_sender_timeout: a standby silent this long is dropped
 SEND_TIMEOUT = 30.0  # a standby that reads nothing for this long is dropped
 
-XLOG_DATA = struct.Struct(">QQq")  # after 'w': start, server's WAL end, send time
-KEEPALIVE = struct.Struct(">QqB")  # after 'k': server's WAL end, send time, reply requested
-STANDBY_STATUS = struct.Struct(">QQQqB")  # after 'r': write, flush, apply, time, reply requested
 HOT_STANDBY_FEEDBACK = struct.Struct(">qIIII")  # after 'h': time, xmin, epoch, catalog ones
 
 TEXT_OID, INT4_OID, INT8_OID = 25, 23, 20
@@ -111,10 +108,6 @@ class CommandError(Exception):
     def __init__(self, message: str, code: str = FEATURE_NOT_SUPPORTED) -> None:
         super().__init__(message)
         self.code = code
-
-
-def now_pg() -> int:
-    return int((time.time() - PG_EPOCH) * 1_000_000)
 
 
 # --- backend messages ---------------------------------------------------------------------------
