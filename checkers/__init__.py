@@ -8,17 +8,18 @@ least `valid`, `anomaly_types` and `anomalies`. `stats` runs on every history, o
 from collections.abc import Callable
 from typing import Any
 
-from checkers import bank, sets, stats
+from checkers import append, bank, sets, stats
 
 Checker = Callable[..., dict[str, Any]]
 
 WORKLOAD_CHECKERS: dict[str, list[str]] = {
-    "append": [],  # list-append's dependency-graph checker is its own piece of work
+    "append": ["append"],
     "bank": ["bank"],
     "set": ["set"],
 }
 
 CHECKERS: dict[str, Checker] = {
+    "append": append.check,
     "bank": bank.check,
     "set": sets.check,
     "stats": stats.check,

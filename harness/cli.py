@@ -152,6 +152,13 @@ def cli() -> None:
     help="Transaction isolation: serializable, repeatable-read, read-committed.",
 )
 @click.option(
+    "--model",
+    default=None,
+    help="Consistency model append histories are checked against, as Elle names them "
+    "(read-committed, snapshot-isolation, serializable, strict-serializable, strong-session-…); "
+    "default: what --isolation promises.",
+)
+@click.option(
     "--op-timeout",
     default=5.0,
     show_default=True,
@@ -197,6 +204,7 @@ def run(**opts: Any) -> None:
         concurrency=int(opts["concurrency"]),  # type: ignore[arg-type]
         seed=int(opts["seed"]),  # type: ignore[arg-type]
         isolation=str(opts["isolation"]),
+        model=opts["model"],
         op_timeout=float(opts["op_timeout"]),  # type: ignore[arg-type]
         settle=float(opts["settle"]),  # type: ignore[arg-type]
         store=opts["store"],  # type: ignore[arg-type]
@@ -228,13 +236,24 @@ def run(**opts: Any) -> None:
     "<history>-check/ beside a bare file).",
 )
 @click.option(
+    "--model",
+    default=None,
+    help="Consistency model append histories are checked against, as Elle names them "
+    "(read-committed, snapshot-isolation, serializable, strict-serializable, strong-session-…); "
+    "default: the run's, or serializable for a bare history.",
+)
+@click.option(
     "--spark-master",
     default=None,
     envvar="HARNESS_SPARK_MASTER",
     help="Spark master for the analysis (default local[*]).",
 )
 def check(
-    paths: tuple[Path, ...], workloads: str | None, out: Path | None, spark_master: str | None
+    paths: tuple[Path, ...],
+    workloads: str | None,
+    out: Path | None,
+    model: str | None,
+    spark_master: str | None,
 ) -> None:
     """Re-check stored histories (run folders or history.jsonl files) without any cluster.
 
@@ -243,7 +262,7 @@ def check(
     from harness.check import check_paths
 
     names = split_names(workloads) if workloads else None
-    sys.exit(check_paths(list(paths), names, out, spark_master, console))
+    sys.exit(check_paths(list(paths), names, out, spark_master, console, model))
 
 
 @cli.group()

@@ -26,6 +26,7 @@ class RunConfig:
     concurrency: int = 10
     seed: int = 0
     isolation: str = "serializable"
+    model: str | None = None
     op_timeout: float = 5.0
     settle: float = 5.0
     store: Path = Path("results")
@@ -36,6 +37,13 @@ class RunConfig:
 
     def validate(self) -> None:
         """Reject impossible settings with one sentence each (exit 254)."""
+        if self.model is not None:
+            from checkers.listappend.models import check_model
+
+            try:
+                check_model(self.model)
+            except ValueError as e:
+                raise BadInput(f"--model: {e}") from e
         if self.time_limit <= 0:
             raise BadInput(f"--time must be positive, got {self.time_limit:g}")
         if self.rate < 0:

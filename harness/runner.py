@@ -67,7 +67,7 @@ class Runner:
         cfg.validate()
         self.cfg = cfg
         self.console = console
-        self.options = WorkloadOptions(isolation=cfg.isolation)
+        self.options = WorkloadOptions(isolation=cfg.isolation, model=cfg.model)
         self.workloads = build_workloads(cfg.workloads, self.options)
         self.kind_class = cluster_kind(cfg.cluster)
         nemesis.validate(

@@ -15,6 +15,12 @@ import psycopg
 
 from workloads.base import Workload
 
+MODEL_FOR_ISOLATION = {  # what a run's isolation level promises, in Elle's terms
+    "serializable": "serializable",
+    "repeatable-read": "snapshot-isolation",  # Postgres's repeatable read is snapshot isolation
+    "read-committed": "read-committed",
+}
+
 
 class Append(Workload):
     name = "append"
@@ -67,6 +73,10 @@ class Append(Workload):
                 )
                 done.append(["append", key, arg])
         return done
+
+    def checker_params(self) -> dict[str, Any]:
+        """The model to hold the history to: --model, or what the isolation level promises."""
+        return {"model": self.options.model or MODEL_FOR_ISOLATION[self.options.isolation]}
 
     def final_ops(self) -> list[tuple[str, Any]]:
         keys = sorted(set(self._writes) | set(self._active))

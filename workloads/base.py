@@ -19,6 +19,7 @@ class WorkloadOptions:
     """Knobs the CLI exposes that workloads share."""
 
     isolation: str = "serializable"
+    model: str | None = None  # the consistency model append histories are checked against
     accounts: int = 5
     total: int = 100
     max_transfer: int = 5

@@ -70,9 +70,10 @@ def test_an_untagged_history_belongs_to_its_one_workload(
     assert result["checkers"]["stats"]["counts"][0]["workload"] == "bank"
 
 
-def test_a_workload_without_checker_leaves_the_verdict_unknown(
+def test_an_append_history_without_dependencies_is_unknown(
     spark: SparkSession, write_history: WriteHistory, tmp_path: Path
 ) -> None:
+    """As in Elle: transactions that never observe one another say nothing about isolation."""
     history = write_history(
         [
             {"process": 0, "type": "invoke", "f": "txn", "value": [], "workload": "append"},
@@ -83,9 +84,9 @@ def test_a_workload_without_checker_leaves_the_verdict_unknown(
     )
     result = analyze(spark, history, tmp_path, ["append"], {})
     assert (result["valid"], result["verdict"]) == ("unknown", "unknown")
-    assert sorted(result["checkers"]) == ["stats"]
+    assert sorted(result["checkers"]) == ["append", "stats"]
+    assert result["checkers"]["append"]["anomaly_types"] == ["empty-transaction-graph"]
     assert result["notes"] == [
-        "workload append has no checker yet: its operations were not checked",
         "the history also has operations of workload bank, which was not asked for and not checked",
     ]
 

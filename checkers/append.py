@@ -1,0 +1,59 @@
+"""The list-append checker in the pipeline: the transactions come out of the operations table
+(a Spark job keeps only client `txn` operations and the columns the analysis needs), and Elle's
+analysis (checkers/listappend) judges them on the driver, where the graph work is."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checkers.history_table import op_dicts
+from checkers.listappend import DEFAULT_BUDGET
+from checkers.listappend import check as check_txns
+from checkers.listappend.history import Txn, mops_of
+from harness.errors import BadInput
+from harness.history import NEMESIS
+
+DEFAULT_MODEL = "serializable"
+COLUMNS = ("invoke_index", "complete_index", "process", "type", "invoke_time", "complete_time")
+COLUMNS += ("value",)
+
+
+def check(ops: DataFrame, model: str = DEFAULT_MODEL, budget: float = DEFAULT_BUDGET) -> dict:
+    """Check every client transaction of the append workload against `model`."""
+    rows = (
+        ops.filter((F.col("process") != NEMESIS) & (F.col("f") == "txn"))
+        .select(*COLUMNS)
+        .orderBy("invoke_index")
+        .toLocalIterator()
+    )
+    txns = [_txn(row) for row in rows]
+    try:
+        result = check_txns(txns, model, budget)
+    except ValueError as e:
+        raise BadInput(str(e)) from e
+    shown = op_dicts(ops, {i for a in result["anomalies"] for i in a["ops"]})
+    for anomaly in result["anomalies"]:  # indices become the operations, for the report
+        anomaly["ops"] = [shown[i] for i in anomaly["ops"] if i in shown]
+    return result
+
+
+def _txn(row: Any) -> Txn:
+    try:
+        process = int(row["process"])
+    except ValueError as e:
+        raise BadInput(f"operation {row['invoke_index']}: process {row['process']!r}") from e
+    value = json.loads(row["value"]) if row["value"] is not None else None
+    complete = row["complete_index"]
+    return Txn(
+        index=row["invoke_index"],
+        complete=row["invoke_index"] if complete is None else complete,
+        process=process,
+        type=row["type"],
+        start=row["invoke_time"],
+        end=row["complete_time"],
+        mops=mops_of(value),
+    )
