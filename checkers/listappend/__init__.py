@@ -17,6 +17,7 @@ from checkers.listappend.history import INIT, Txn
 
 DEFAULT_BUDGET = 10.0  # seconds of cycle search per strongly connected component
 CASE_CAP = 20  # cases kept per anomaly type; the counts are complete
+LOST = "lost-append"  # ours, not Elle's: an acknowledged append missing from a later read
 
 
 def check(
@@ -25,7 +26,7 @@ def check(
     """Judge a list-append history against `model`. Only client transactions are given."""
     model = models.check_model(model)
     txns = sorted(txns, key=lambda t: t.index)
-    prohibited = models.prohibited([model])
+    prohibited = models.prohibited([model]) | {LOST}  # durability: every model needs it
     reportable = prohibited | {"empty-transaction-graph", "cycle-search-timeout"}
     graphed = [t for t in txns if t.type in ("ok", "info")]
     versions = analysis.Versions(graphed + [t for t in txns if t.type == "fail"])
@@ -48,6 +49,7 @@ def check(
         "future-read": analysis.future_reads(oks),
         "lost-update": analysis.lost_updates(oks),
         "dirty-update": analysis.dirty_updates(versions),
+        LOST: analysis.lost_appends(txns),
     }
     for name, cases in plain.items():
         if cases:
@@ -186,6 +188,19 @@ def explain_case(name: str, case: dict[str, Any]) -> dict[str, Any]:
             "then appended to it: each update was made without seeing the others"
         )
         ops = [o.index for o in case["ops"]]
+    elif name == LOST:
+        r = case["read"]
+        shows = (
+            f"which shows {case['newer']!r}, appended after it was acknowledged"
+            if case["newer"]
+            else "the last read of that key"
+        )
+        text = (
+            f"{t.name} appended {case['element']!r} to key {k!r} and was acknowledged, but "
+            f"{r.name}, which began afterwards, read the key without it, {shows}: an "
+            "acknowledged write was lost"
+        )
+        ops = [t.index, r.index]
     else:  # dirty-update
         text = (
             f"{t.name} appended {case['element']!r} to key {k!r} on top of a version written by "

@@ -260,3 +260,36 @@ def dirty_updates(versions: Versions) -> list[dict[str, Any]]:
                 cases.append({"key": k, "element": v, "failed": base, "op": ok_writer})
                 base = None
     return cases
+
+
+def lost_appends(txns: list[Txn]) -> list[dict[str, Any]]:
+    """Acknowledged appends that a later read of their key does not contain, when that read shows
+    a version written after the acknowledgement, or is the key's last read (the final reads).
+
+    A durability check rather than an isolation one: an append whose COMMIT returned ok before a
+    read began, then missing from it while newer appends are there, was lost."""
+    reads: dict[Any, list[tuple[Txn, tuple[Any, ...]]]] = defaultdict(list)
+    appended_at: dict[tuple[Any, Any], int] = {}  # (key, element) → its append's invocation time
+    for t in txns:
+        for f, k, v in t.mops:
+            if f == "append":
+                appended_at[(k, v)] = t.start
+            elif t.type == "ok" and v is not None:
+                reads[k].append((t, v))
+    cases = []
+    for t in txns:
+        if t.type != "ok" or t.end is None:
+            continue
+        for f, k, v in t.mops:
+            if f != "append":
+                continue
+            later = [(r, seen) for r, seen in reads.get(k, ()) if r.start > t.end]
+            last = max(reads.get(k, ()), key=lambda rs: rs[0].start, default=None)
+            for r, seen in later:
+                if v in seen:
+                    continue
+                newer = [x for x in seen if appended_at.get((k, x), -1) > t.end]
+                if newer or (last is not None and r is last[0]):
+                    cases.append({"op": t, "key": k, "element": v, "read": r, "newer": newer})
+                    break
+    return cases

@@ -140,6 +140,11 @@ CASES: dict[str, tuple[list[Txn], list[Txn], str]] = {
         [txn(1, A("x", 1), type="info"), txn(2, A("x", 2)), txn(3, R("x", [1, 2]))],
         "read-committed",
     ),
+    "lost-append": (
+        [txn(1, A("x", 1)), txn(2, A("x", 2)), txn(3, R("x", [2]))],
+        [txn(1, A("x", 1)), txn(2, A("x", 2)), txn(3, R("x", [1, 2]))],
+        "read-uncommitted",
+    ),
 }  # fmt: skip
 
 
@@ -188,3 +193,17 @@ def test_no_dependencies_is_unknown() -> None:
 def test_unknown_model_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown model 'sequential-ish'"):
         check([], "sequential-ish")
+
+
+def test_an_acknowledged_append_missing_from_the_final_read_is_lost() -> None:
+    """Durability, whatever the model: the last read of a key began after the append was
+    acknowledged and does not contain it."""
+    lost = [txn(1, A("x", 1)), txn(2, A("y", 1)), txn(3, R("x", []), R("y", [1]))]
+    assert "lost-append" in types(lost, "read-uncommitted")
+    (case,) = [
+        a for a in check(lost, "read-uncommitted")["anomalies"] if a["type"] == "lost-append"
+    ]
+    assert "T2 appended 1 to key 'x'" in case["explanation"] and "last read" in case["explanation"]
+    # the same read, begun before the append was acknowledged, may miss it
+    overlapping = concurrent(txn(1, A("x", 1)), txn(2, A("y", 1)), txn(3, R("x", []), R("y", [1])))
+    assert types(overlapping, "serializable") == []
