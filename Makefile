@@ -30,7 +30,7 @@ image: python debs
 	$(BIN)/harness cluster image
 
 run: setup
-	$(BIN)/harness run --workload bank
+	$(BIN)/harness run
 
 lint: python
 	$(BIN)/ruff check .
