@@ -1,5 +1,5 @@
 # Everything a fresh Debian machine needs, installed idempotently (fast when already done).
-#   make run    one bank test (one Postgres node, 60 s) and its report
+#   make run    the users' test: bank and append on the safekeeper cluster for 60 s, and its report
 #   make test   lint and the whole test suite (unit, integration against Docker, end to end)
 #   make bench  benchmarks that print figures
 
