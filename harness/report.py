@@ -17,6 +17,7 @@ from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 from harness import store
+from harness.cycle_svg import cycle_svg
 
 TYPE_COLOURS = {"ok": "#2a9d8f", "fail": "#e9c46a", "info": "#b5179e"}
 
@@ -28,6 +29,7 @@ def _env() -> Environment:
         autoescape=select_autoescape(["html", "j2"]),
     )
     env.filters["tojson_compact"] = lambda v: json.dumps(v, separators=(",", ":"), default=str)
+    env.globals["cycle_svg"] = cycle_svg
     return env
 
 

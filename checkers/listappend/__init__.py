@@ -130,7 +130,7 @@ def explain_cycle(
         )
     names = [txns[a].name for a, _, _ in cycle] + [txns[cycle[0][0]].name]
     sentence = (
-        f"{name}: the transactions {' → '.join(names)} form a cycle in which each must come "
+        f"The transactions {' → '.join(names)} form a cycle in which each must come "
         "before the next, so no order of them explains what they saw. "
         + "; ".join(s["explanation"] for s in steps)
         + "."
