@@ -56,13 +56,23 @@ class Timeout(Exception):
     pass
 
 
-def components(g: Graph) -> list[list[int]]:
-    """The strongly connected components with more than one transaction."""
-    ids = sorted(set(g.out) | {b for edges in g.out.values() for b in edges})
+def components(g: Graph, members: set[int] | None = None, kinds: int = ~0) -> list[list[int]]:
+    """The strongly connected components with more than one transaction, of the whole graph or
+    of `members` joined only by edges of `kinds`."""
+    if members is None:
+        ids = sorted(set(g.out) | {b for edges in g.out.values() for b in edges})
+    else:
+        ids = sorted(members)
     node = {t: i for i, t in enumerate(ids)}
+    edges = [
+        (node[a], node[b])
+        for a in ids
+        for b, mask in g.out.get(a, {}).items()
+        if mask & kinds and b in node
+    ]
     dg = rx.PyDiGraph(multigraph=False)
     dg.add_nodes_from(ids)
-    dg.add_edges_from_no_data([(node[a], node[b]) for a, es in g.out.items() for b in es])
+    dg.add_edges_from_no_data(edges)
     return [sorted(ids[i] for i in c) for c in rx.strongly_connected_components(dg) if len(c) > 1]
 
 
@@ -86,7 +96,20 @@ def find(
     g: Graph, members: set[int], spec: Spec, deadline: float
 ) -> list[tuple[int, int, int]] | None:
     """The shortest cycle (as (a, b, kind) steps) inside `members` that `spec` allows and that
-    is named `spec.name`; None if there is none. Raises Timeout past `deadline`."""
+    is named `spec.name`; None if there is none. Raises Timeout past `deadline`.
+
+    A cycle of the spec's edges lies inside one component of the graph cut down to those edges,
+    so only those components are searched (for G0 and G1c this usually leaves nothing)."""
+    for part in components(g, members, spec.allowed):
+        cycle = _find_in(g, set(part), spec, deadline)
+        if cycle is not None:
+            return cycle
+    return None
+
+
+def _find_in(
+    g: Graph, members: set[int], spec: Spec, deadline: float
+) -> list[tuple[int, int, int]] | None:
     starts = sorted(members)
     if spec.rw in ("nonadjacent", "adjacent", "one"):
         # a cycle with rw edges can be rotated to begin with one: start only where one leaves
