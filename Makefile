@@ -44,6 +44,7 @@ bench: setup
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BENCH_DEBS) >/dev/null)
 	$(BIN)/python bench/bank_vs_pgbench.py
 	$(BIN)/python bench/commit_latency.py
+	$(BIN)/python bench/listappend_scale.py
 
 clean-clusters: python
 	$(BIN)/harness cluster down

@@ -276,20 +276,19 @@ def lost_appends(txns: list[Txn]) -> list[dict[str, Any]]:
                 appended_at[(k, v)] = t.start
             elif t.type == "ok" and v is not None:
                 reads[k].append((t, v))
+    last_read = {k: max(rs, key=lambda pair: pair[0].start)[0] for k, rs in reads.items()}
     cases = []
     for t in txns:
         if t.type != "ok" or t.end is None:
             continue
         for f, k, v in t.mops:
-            if f != "append":
+            if f != "append" or k not in reads:
                 continue
-            later = [(r, seen) for r, seen in reads.get(k, ()) if r.start > t.end]
-            last = max(reads.get(k, ()), key=lambda rs: rs[0].start, default=None)
-            for r, seen in later:
-                if v in seen:
+            for r, seen in reads[k]:
+                if r.start <= t.end or v in seen:
                     continue
                 newer = [x for x in seen if appended_at.get((k, x), -1) > t.end]
-                if newer or (last is not None and r is last[0]):
+                if newer or r is last_read[k]:
                     cases.append({"op": t, "key": k, "element": v, "read": r, "newer": newer})
                     break
     return cases
