@@ -8,12 +8,12 @@ least `valid`, `anomaly_types` and `anomalies`. `stats` runs on every history, o
 from collections.abc import Callable
 from typing import Any
 
-from checkers import append, bank, sets, stats
+from checkers import append, bank, sets, split_brain, stats
 
 Checker = Callable[..., dict[str, Any]]
 
 WORKLOAD_CHECKERS: dict[str, list[str]] = {
-    "append": ["append"],
+    "append": ["append", "split-brain"],
     "bank": ["bank"],
     "set": ["set"],
 }
@@ -22,6 +22,7 @@ CHECKERS: dict[str, Checker] = {
     "append": append.check,
     "bank": bank.check,
     "set": sets.check,
+    "split-brain": split_brain.check,
     "stats": stats.check,
 }
 

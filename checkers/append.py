@@ -19,24 +19,33 @@ from harness.history import NEMESIS
 
 DEFAULT_MODEL = "serializable"
 COLUMNS = ("invoke_index", "complete_index", "process", "type", "invoke_time", "complete_time")
-COLUMNS += ("value",)
+COLUMNS += ("value", "node")
 
 
 def check(ops: DataFrame, model: str = DEFAULT_MODEL, budget: float = DEFAULT_BUDGET) -> dict:
     """Check every client transaction of the append workload against `model`."""
+    try:
+        result = check_txns(transactions(ops), model, budget)
+    except ValueError as e:
+        raise BadInput(str(e)) from e
+    return with_operations(ops, result)
+
+
+def transactions(ops: DataFrame) -> list[Txn]:
+    """The client `txn` operations, in invocation order, as the analysis takes them."""
     rows = (
         ops.filter((F.col("process") != NEMESIS) & (F.col("f") == "txn"))
         .select(*COLUMNS)
         .orderBy("invoke_index")
         .toLocalIterator()
     )
-    txns = [_txn(row) for row in rows]
-    try:
-        result = check_txns(txns, model, budget)
-    except ValueError as e:
-        raise BadInput(str(e)) from e
+    return [_txn(row) for row in rows]
+
+
+def with_operations(ops: DataFrame, result: dict[str, Any]) -> dict[str, Any]:
+    """The anomalies' operation indices replaced by the operations, for the report."""
     shown = op_dicts(ops, {i for a in result["anomalies"] for i in a["ops"]})
-    for anomaly in result["anomalies"]:  # indices become the operations, for the report
+    for anomaly in result["anomalies"]:
         anomaly["ops"] = [shown[i] for i in anomaly["ops"] if i in shown]
     return result
 
@@ -56,4 +65,5 @@ def _txn(row: Any) -> Txn:
         start=row["invoke_time"],
         end=row["complete_time"],
         mops=mops_of(value),
+        node=row["node"],
     )

@@ -22,6 +22,7 @@ class Txn:
     start: int  # invocation time, ns
     end: int | None  # completion time, ns; None when it never completed
     mops: tuple[Mop, ...]
+    node: str | None = None  # the node the client was bound to
 
     @property
     def name(self) -> str:

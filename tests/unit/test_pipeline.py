@@ -84,7 +84,7 @@ def test_an_append_history_without_dependencies_is_unknown(
     )
     result = analyze(spark, history, tmp_path, ["append"], {})
     assert (result["valid"], result["verdict"]) == ("unknown", "unknown")
-    assert sorted(result["checkers"]) == ["append", "stats"]
+    assert sorted(result["checkers"]) == ["append", "split-brain", "stats"]
     assert result["checkers"]["append"]["anomaly_types"] == ["empty-transaction-graph"]
     assert result["notes"] == [
         "the history also has operations of workload bank, which was not asked for and not checked",
