@@ -32,14 +32,25 @@ def check(ops: DataFrame, model: str = DEFAULT_MODEL, budget: float = DEFAULT_BU
 
 
 def transactions(ops: DataFrame) -> list[Txn]:
-    """The client `txn` operations, in invocation order, as the analysis takes them."""
-    rows = (
+    """The client `txn` operations, in invocation order, as the analysis takes them.
+
+    Collected through Arrow (columnar, no Row objects). The append and split-brain checkers read
+    the same table one after the other, so the last extraction is kept for the second."""
+    if _last and _last[0][0] is ops:
+        return _last[0][1]
+    table = (
         ops.filter((F.col("process") != NEMESIS) & (F.col("f") == "txn"))
         .select(*COLUMNS)
         .orderBy("invoke_index")
-        .toLocalIterator()
+        .toArrow()
     )
-    return [_txn(row) for row in rows]
+    cols = [table.column(c).to_pylist() for c in COLUMNS]
+    txns = [_txn(*row) for row in zip(*cols, strict=True)]
+    _last[:] = [(ops, txns)]
+    return txns
+
+
+_last: list[tuple[DataFrame, list[Txn]]] = []
 
 
 def with_operations(ops: DataFrame, result: dict[str, Any]) -> dict[str, Any]:
@@ -50,20 +61,27 @@ def with_operations(ops: DataFrame, result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _txn(row: Any) -> Txn:
+def _txn(
+    index: int,
+    complete: int | None,
+    process: str,
+    type_: str,
+    start: int,
+    end: int | None,
+    value: str | None,
+    node: str | None,
+) -> Txn:
     try:
-        process = int(row["process"])
+        proc = int(process)
     except ValueError as e:
-        raise BadInput(f"operation {row['invoke_index']}: process {row['process']!r}") from e
-    value = json.loads(row["value"]) if row["value"] is not None else None
-    complete = row["complete_index"]
+        raise BadInput(f"operation {index}: process {process!r} is not a number") from e
     return Txn(
-        index=row["invoke_index"],
-        complete=row["invoke_index"] if complete is None else complete,
-        process=process,
-        type=row["type"],
-        start=row["invoke_time"],
-        end=row["complete_time"],
-        mops=mops_of(value),
-        node=row["node"],
+        index=index,
+        complete=index if complete is None else complete,
+        process=proc,
+        type=type_,
+        start=start,
+        end=end,
+        mops=mops_of(json.loads(value) if value is not None else None),
+        node=node,
     )
