@@ -156,10 +156,12 @@ def aborted_reads(txns: Iterable[Txn], versions: Versions) -> list[dict[str, Any
         if t.type != "ok":
             continue
         for f, k, v in t.mops:
-            for x in v or () if f == "r" else ():
-                w = versions.failed_writer[k].get(x)
-                if w is not None:
-                    cases.append({"op": t, "key": k, "element": x, "writer": w})
+            failed = versions.failed_writer.get(k) if f == "r" and v else None
+            if not failed:
+                continue
+            hits = failed.keys() & set(v)  # set operations in C: most reads hit nothing
+            for x in sorted(hits, key=v.index):
+                cases.append({"op": t, "key": k, "element": x, "writer": failed[x]})
     return cases
 
 
