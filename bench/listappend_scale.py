@@ -316,19 +316,15 @@ def spark_check(txns: list[Txn], model: str, keep: Path | None) -> tuple[float, 
 def checker_version() -> str:
     """The commit the checker comes from, and whether its files differ from it."""
     root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "log", "-1", "--format=%h %ci"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "checkers/listappend"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        head = git("log", "-1", "--format=%h %ci")
+        dirty = git("status", "--porcelain", "checkers/listappend")
     except (OSError, subprocess.CalledProcessError):
         return "an unknown commit"
     return head + (" (checkers/listappend modified since)" if dirty else "")
