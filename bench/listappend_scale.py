@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.listappend import check
-from checkers.listappend.history import Txn, mops_of
+from checkers.listappend.history import Txn, mops_of, write_history
 from workloads.append import Append
 from workloads.base import WorkloadOptions
 
@@ -150,22 +150,6 @@ def generate(
             txns.append(Txn(index, index + 1, FINAL_PROCESS, "ok", start, now, mops_of(result)))
             index += 2
     return txns
-
-
-def write_history(txns: list[Txn], path: Path) -> None:
-    """The history file as the runner writes it: an invoke and a completion line per transaction
-    (reads unknown at invocation; a fail or info completion repeats the invocation's value)."""
-    events: list[tuple[int, dict[str, Any]]] = []
-    for t in txns:
-        invoke = [[f, k, None if f == "r" else v] for f, k, v in t.mops]
-        done = [[f, k, list(v) if isinstance(v, tuple) else v] for f, k, v in t.mops]
-        base = {"process": t.process, "f": "txn"}
-        events.append((t.index, {"time": t.start, "type": "invoke", **base, "value": invoke}))
-        events.append((t.complete, {"time": t.end, "type": t.type, **base, "value": done}))
-    events.sort(key=lambda e: e[0])
-    with path.open("w", encoding="utf-8") as out:
-        for i, event in events:
-            out.write(json.dumps({"index": i, **event}, separators=(",", ":")) + "\n")
 
 
 # --- measuring -----------------------------------------------------------------------------------

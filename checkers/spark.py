@@ -74,6 +74,9 @@ def _conf(master: str) -> SparkConf:
 def _create(master: str) -> SparkSession:
     """Launch the JVM with its stderr filtered, then build the session on it."""
     conf = _conf(master)
+    # Python workers (the checkers' per-key passes) run this interpreter, with its packages, not
+    # whatever `python3` is first on the PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
         threading.Thread(

@@ -1,5 +1,6 @@
-"""The split-brain checker in the pipeline: the append workload's transactions and the nemesis
-operations come out of the operations table; checkers/listappend/split_brain judges them."""
+"""The split-brain checker in the pipeline: its per-key signs come from the append workload's
+per-key pass (checkers/append_keys.py), the nemesis operations from the operations table, and
+checkers/listappend/split_brain puts them together."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.append import transactions, with_operations
+from checkers.append import with_operations
+from checkers.append_keys import SPLIT_BRAIN, key_pass
 from checkers.listappend import split_brain
 from harness.history import NEMESIS
 
 
 def check(ops: DataFrame) -> dict[str, Any]:
     """Acknowledged writes through two nodes from divergent histories."""
-    return with_operations(ops, split_brain.check(transactions(ops), faults(ops)))
+    cases = [dict(c) for c in key_pass(ops).cases[SPLIT_BRAIN]]
+    return with_operations(ops, split_brain.verdict(cases, faults(ops)))
 
 
 def faults(ops: DataFrame) -> list[dict[str, Any]]:

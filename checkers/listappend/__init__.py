@@ -1,66 +1,124 @@
 """Elle's list-append analysis (Kingsbury & Alvaro, VLDB 2021), our own implementation.
 
-`check(txns, models)` is a pure function of the transactions: it infers version orders from
-reads, builds ww/wr/rw (and process or realtime) dependency edges, searches the graph for cycles
-and names them as Elle does, finds the anomalies that need no cycle, and says which of the chosen
-consistency models the history violates and the weakest models it rules out.
+Two halves. Per key (keys.py): the version order inferred from reads, the ww/wr/rw dependency
+edges, and the anomalies that need no cycle; Spark runs that for every key in parallel
+(checkers/append_keys.py), and `check` below runs it in process. On the driver (`judge`): the
+edges as integer arrays, process or realtime order, strongly connected components and cycle search
+(graph.py, cycles.py), Elle's names for the cycles, and which of the chosen consistency models the
+history violates and the weakest models it rules out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from checkers.listappend import analysis, cycles, models
-from checkers.listappend.analysis import EDGE_NAMES, PROCESS, RW, WR, WW, Graph
+from checkers.listappend import cycles, keys, models
+from checkers.listappend.graph import (
+    EDGE_NAMES,
+    NO_ROW,
+    PROCESS,
+    RW,
+    WR,
+    WW,
+    Edges,
+    Meta,
+    build,
+    process_edges,
+    realtime_edges,
+)
 from checkers.listappend.history import INIT, Txn
+from checkers.listappend.keys import CONFIRM_ROLLBACK, LOST, RESURRECTED, Access
 
 DEFAULT_BUDGET = 10.0  # seconds of cycle search per strongly connected component
 CASE_CAP = 20  # cases kept per anomaly type; the counts are complete
-LOST = "lost-append"  # ours, not Elle's: an acknowledged append missing from a later read
+PER_TXN = ("internal", "future-read")  # reported once per transaction, at its first such read
+
+Edge = tuple[int, int, int]
+# Given the rows of some edges, each of their keys' edges with reasons: (key, *reason).
+Reasons = Callable[[set[int]], dict[Edge, tuple[Any, ...]]]
 
 
 def check(
-    txns: Iterable[Txn], model: str = "serializable", budget: float = DEFAULT_BUDGET
+    txns: Iterable[Txn],
+    model: str = "serializable",
+    budget: float = DEFAULT_BUDGET,
+    mode: str | None = None,
 ) -> dict[str, Any]:
-    """Judge a list-append history against `model`. Only client transactions are given."""
-    model = models.check_model(model)
+    """Judge a list-append history against `model`, in process. Only client transactions are
+    given. `mode` "confirm-rollback" adds that mode's contract (no resurrected rollback)."""
+    models.check_model(model)
     txns = sorted(txns, key=lambda t: t.index)
-    prohibited = models.prohibited([model]) | {LOST}  # durability: every model needs it
-    reportable = prohibited | {"empty-transaction-graph", "cycle-search-timeout"}
-    graphed = [t for t in txns if t.type in ("ok", "info")]
-    versions = analysis.Versions(graphed + [t for t in txns if t.type == "fail"])
-    g = analysis.data_edges(graphed, versions)
-    wanted = [n for n in cycles.ORDER if n in prohibited]
-    if any(n.endswith("-realtime") for n in wanted):
-        analysis.realtime_edges(g, graphed)
-    elif any(n.endswith("-process") for n in wanted):
-        analysis.process_edges(g, graphed)
-    by_index = {t.index: t for t in txns}
+    per_key = keys.by_key(txns)
+    edges = Edges()
+    row_key: list[Any] = []
+    cases: list[dict[str, Any]] = []
+    for k, accesses in per_key.items():
+        result = keys.analyze(k, accesses)
+        add_edges(edges, result.edges)
+        row_key.extend([k] * len(result.edges))
+        cases += result.cases
 
-    found: dict[str, list[dict[str, Any]]] = {}
-    oks = [t for t in txns if t.type == "ok"]
-    plain = {
-        "duplicate-elements": analysis.duplicate_elements(graphed),
-        "incompatible-order": analysis.incompatible_orders(graphed),
-        "G1a": analysis.aborted_reads(oks, versions),
-        "G1b": analysis.intermediate_reads(txns),
-        "internal": analysis.internal(oks),
-        "future-read": analysis.future_reads(oks),
-        "lost-update": analysis.lost_updates(oks),
-        "dirty-update": analysis.dirty_updates(versions),
-        LOST: analysis.lost_appends(txns),
-    }
-    for name, cases in plain.items():
-        if cases:
-            found[name] = [explain_case(name, c) for c in cases]
-    if not g.out:
+    def reasons(rows: set[int]) -> dict[Edge, tuple[Any, ...]]:
+        return explained({row_key[r]: per_key[row_key[r]] for r in rows})
+
+    return judge(txns, edges, cases, model, budget, reasons, mode)
+
+
+def add_edges(edges: Edges, found: Sequence[Edge]) -> None:
+    """Typed edges (from, to, kind) appended to the arrays."""
+    edges.src.extend([e[0] for e in found])
+    edges.dst.extend([e[1] for e in found])
+    edges.kind.extend([e[2] for e in found])
+
+
+def explained(accesses: dict[Any, list[Access]]) -> dict[Edge, tuple[Any, ...]]:
+    """The reasons of these keys' edges: each key analysed again, keeping them."""
+    out: dict[Edge, tuple[Any, ...]] = {}
+    for k, acc in accesses.items():
+        result = keys.analyze(k, acc, explain=True)
+        for edge, reason in zip(result.edges, result.reasons, strict=True):
+            out.setdefault(edge, (k, *reason))
+    return out
+
+
+def judge(
+    txns: Sequence[Meta],
+    edges: Edges,
+    cases: list[dict[str, Any]],
+    model: str,
+    budget: float,
+    reasons: Reasons,
+    mode: str | None = None,
+) -> dict[str, Any]:
+    """The verdict from the per-key results: `txns` are every client transaction in invocation
+    order, `edges` the data edges of all keys, `cases` the anomaly cases of all keys."""
+    model = models.check_model(model)
+    prohibited = models.prohibited([model]) | {LOST}  # durability: every model needs it
+    if mode == CONFIRM_ROLLBACK:
+        prohibited |= {RESURRECTED}
+    reportable = prohibited | {"empty-transaction-graph", "cycle-search-timeout"}
+    wanted = [n for n in cycles.ORDER if n in prohibited]
+    graphed = [t for t in txns if t.type in ("ok", "info")]
+    if any(n.endswith("-realtime") for n in wanted):
+        realtime_edges(graphed, edges)
+    elif any(n.endswith("-process") for n in wanted):
+        process_edges(graphed, edges)
+
+    found = _by_type(cases)
+    if not len(edges):
         found["empty-transaction-graph"] = [
             {"type": "empty-transaction-graph", "ops": [], "explanation": EMPTY}
         ]
+    g, pairs = build(edges)
     cycle_cases, timeouts = cycles.search(g, wanted, budget, models.implied)
-    for name, cyc in cycle_cases.items():
-        found[name] = [explain_cycle(name, c, g, by_index) for c in cyc]
+    if cycle_cases:
+        steps = [step for cyc in cycle_cases.values() for c in cyc for step in c]
+        why = reasons({g.row[s] for s in steps} - {NO_ROW})
+        process_of = {t.index: t.process for t in graphed}
+        for name, cyc in cycle_cases.items():
+            found[name] = [explain_cycle(name, c, why, process_of) for c in cyc]
     if timeouts:
         found["cycle-search-timeout"] = [timeout_case(t) for t in timeouts]
 
@@ -81,9 +139,21 @@ def check(
         "not": not_,
         "also_not": also_not,
         "txn_count": len(txns),
-        "edge_count": sum(len(e) for e in g.out.values()),
+        "edge_count": pairs,
         "other_anomaly_types": sorted(set(found) - set(reported)),
     }
+
+
+def _by_type(cases: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Cases grouped by type in operation order; the per-transaction kinds once per
+    transaction (the per-key analysis finds them once per key)."""
+    found: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for case in sorted(cases, key=lambda c: (c["type"], c["ops"], c.get("pos", 0))):
+        kept = found[case["type"]]
+        if case["type"] in PER_TXN and kept and kept[-1]["ops"] == case["ops"]:
+            continue
+        kept.append({k: v for k, v in case.items() if k != "pos"})
+    return dict(found)
 
 
 EMPTY = (
@@ -92,43 +162,35 @@ EMPTY = (
 )
 
 
-def _v(value: Any) -> str:
-    return "the empty list" if value is INIT else repr(value)
-
-
-def step_sentence(a: Txn, b: Txn, kind: int, why: tuple[Any, ...]) -> str:
+def step_sentence(a: str, b: str, kind: int, why: tuple[Any, ...], process: Any) -> str:
     if kind == WW:
         k, prev, v = why
-        return f"{b.name} appended {v!r} to key {k!r} right after {prev!r}, which {a.name} appended"
+        return f"{b} appended {v!r} to key {k!r} right after {prev!r}, which {a} appended"
     if kind == WR:
         k, v = why
-        return f"{b.name} read key {k!r} up to {v!r}, which {a.name} appended"
+        return f"{b} read key {k!r} up to {v!r}, which {a} appended"
     if kind == RW:
         k, prev, v = why
         seen = "empty" if prev is INIT else f"up to {prev!r}"
-        return (
-            f"{a.name} read key {k!r} {seen}, so it did not see {v!r}, which {b.name} appended next"
-        )
+        return f"{a} read key {k!r} {seen}, so it did not see {v!r}, which {b} appended next"
     if kind == PROCESS:
-        return f"{b.name} ran after {a.name} on process {a.process}"
-    return f"{a.name} completed before {b.name} began"
+        return f"{b} ran after {a} on process {process}"
+    return f"{a} completed before {b} began"
 
 
 def explain_cycle(
-    name: str, cycle: list[tuple[int, int, int]], g: Graph, txns: dict[int, Txn]
+    name: str,
+    cycle: list[Edge],
+    why: dict[Edge, tuple[Any, ...]],
+    process_of: dict[int, Any],
 ) -> dict[str, Any]:
     steps = []
     for a, b, kind in cycle:
-        why = g.why.get((a, b, kind), ())
+        text = step_sentence(f"T{a}", f"T{b}", kind, why.get((a, b, kind), ()), process_of[a])
         steps.append(
-            {
-                "from": txns[a].name,
-                "to": txns[b].name,
-                "edge": EDGE_NAMES[kind],
-                "explanation": step_sentence(txns[a], txns[b], kind, why),
-            }
+            {"from": f"T{a}", "to": f"T{b}", "edge": EDGE_NAMES[kind], "explanation": text}
         )
-    names = [txns[a].name for a, _, _ in cycle] + [txns[cycle[0][0]].name]
+    names = [f"T{a}" for a, _, _ in cycle] + [f"T{cycle[0][0]}"]
     sentence = (
         f"The transactions {' → '.join(names)} form a cycle in which each must come "
         "before the next, so no order of them explains what they saw. "
@@ -142,72 +204,6 @@ def explain_cycle(
         "steps": steps,
         "explanation": sentence,
     }
-
-
-def explain_case(name: str, case: dict[str, Any]) -> dict[str, Any]:
-    """One non-cycle anomaly as plain data with a sentence."""
-    t: Txn | None = case.get("op")
-    k = case.get("key")
-    if name == "G1a":
-        text = (
-            f"{t.name} read {case['element']!r} in key {k!r}, but {case['writer'].name}, which "
-            "appended it, failed: an aborted write was read"
-        )
-        ops = [t.index, case["writer"].index]
-    elif name == "G1b":
-        text = (
-            f"{t.name} read key {k!r} ending at {case['element']!r}, which "
-            f"{case['writer'].name} overwrote with a later append in the same transaction: an "
-            "intermediate state was read"
-        )
-        ops = [t.index, case["writer"].index]
-    elif name == "internal":
-        text = (
-            f"{t.name} read {case['read']!r} from key {k!r}, but its own earlier reads and "
-            f"appends say it should have seen {case['expected']!r}"
-        )
-        ops = [t.index]
-    elif name == "future-read":
-        text = f"{t.name} read {case['element']!r} in key {k!r} before appending it itself"
-        ops = [t.index]
-    elif name == "duplicate-elements":
-        text = f"{t.name} read key {k!r} as {case['read']!r}, with {case['duplicates']!r} twice"
-        ops = [t.index]
-    elif name == "incompatible-order":
-        a, b = case["values"]
-        x, y = case["ops"]
-        text = (
-            f"{x.name} read key {k!r} as {a!r} and {y.name} as {b!r}: neither is a prefix of the "
-            "other, so the key has no single order of versions"
-        )
-        ops = [x.index, y.index]
-    elif name == "lost-update":
-        names = ", ".join(o.name for o in case["ops"])
-        text = (
-            f"{names} all read key {k!r} as {_v(case['read'] if case['read'] else INIT)} and "
-            "then appended to it: each update was made without seeing the others"
-        )
-        ops = [o.index for o in case["ops"]]
-    elif name == LOST:
-        r = case["read"]
-        shows = (
-            f"which shows {case['newer']!r}, appended after it was acknowledged"
-            if case["newer"]
-            else "the last read of that key"
-        )
-        text = (
-            f"{t.name} appended {case['element']!r} to key {k!r} and was acknowledged, but "
-            f"{r.name}, which began afterwards, read the key without it, {shows}: an "
-            "acknowledged write was lost"
-        )
-        ops = [t.index, r.index]
-    else:  # dirty-update
-        text = (
-            f"{t.name} appended {case['element']!r} to key {k!r} on top of a version written by "
-            f"{case['failed'].name}, which failed"
-        )
-        ops = [case["failed"].index, t.index]
-    return {"type": name, "ops": ops, "explanation": text}
 
 
 def timeout_case(t: dict[str, Any]) -> dict[str, Any]:

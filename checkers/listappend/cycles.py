@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import rustworkx as rx
 
-from checkers.listappend.analysis import PROCESS, REALTIME, RW, WR, WW, Graph
+from checkers.listappend.graph import PROCESS, REALTIME, RW, WR, WW, Graph
 
 
 @dataclass(frozen=True)

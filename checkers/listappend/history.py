@@ -5,10 +5,21 @@ The checker is a pure function of these, so tests (and hypothesis) can hand it h
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-INIT = "init"  # the state of a key before any append: what an empty read observes
+
+class _Init:
+    """The state of a key before any append: what an empty read observes. A sentinel of its
+    own, so that no element (not even the string "init") can be mistaken for it."""
+
+    def __repr__(self) -> str:
+        return "INIT"
+
+
+INIT = _Init()
 
 Mop = tuple[str, Any, Any]  # ("append", key, value) or ("r", key, [values] | None)
 
@@ -23,6 +34,7 @@ class Txn:
     end: int | None  # completion time, ns; None when it never completed
     mops: tuple[Mop, ...]
     node: str | None = None  # the node the client was bound to
+    error: str | None = None  # why it failed, as the client wrote it
 
     @property
     def name(self) -> str:
@@ -39,3 +51,23 @@ def mops_of(value: Any) -> tuple[Mop, ...]:
             f, k, v = mop
             out.append((f, k, tuple(v) if isinstance(v, list) else v))
     return tuple(out)
+
+
+def write_history(txns: list[Txn], path: Path) -> None:
+    """The history file the runner would have written for these transactions (for tests and
+    benchmarks): an invoke and a completion line per transaction, reads unknown at invocation,
+    a failed one's error on its completion."""
+    events: list[tuple[int, dict[str, Any]]] = []
+    for t in txns:
+        invoke = [[f, k, None if f == "r" else v] for f, k, v in t.mops]
+        done = [[f, k, list(v) if isinstance(v, tuple) else v] for f, k, v in t.mops]
+        base = {"process": t.process, "f": "txn"}
+        events.append((t.index, {"time": t.start, "type": "invoke", **base, "value": invoke}))
+        if t.end is None:
+            continue  # never completed: the invocation stands alone
+        extra = {name: getattr(t, name) for name in ("node", "error") if getattr(t, name)}
+        events.append((t.complete, {"time": t.end, "type": t.type, **base, "value": done, **extra}))
+    events.sort(key=lambda e: e[0])
+    with path.open("w", encoding="utf-8") as out:
+        for i, event in events:
+            out.write(json.dumps({"index": i, **event}, separators=(",", ":")) + "\n")

@@ -3,6 +3,7 @@ names it, and a near miss (the same shape, one detail different) is not flagged.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -207,3 +208,56 @@ def test_an_acknowledged_append_missing_from_the_final_read_is_lost() -> None:
     # the same read, begun before the append was acknowledged, may miss it
     overlapping = concurrent(txn(1, A("x", 1)), txn(2, A("y", 1)), txn(3, R("x", []), R("y", [1])))
     assert types(overlapping, "serializable") == []
+
+
+def rolled_back(t: Txn, error: str) -> Txn:
+    return dataclasses.replace(t, type="fail", error=error)
+
+
+def test_a_rolled_back_append_that_reappears_breaks_the_confirm_rollback_contract() -> None:
+    """Read-uncommitted allows reading an aborted write (G1a); the confirm/rollback mode's
+    contract does not allow a write that got a definite rollback error to appear at all."""
+    history = [
+        rolled_back(txn(1, A("x", 1)), "40001: could not serialize access"),
+        txn(2, A("y", 1)),
+        txn(3, R("x", [1]), R("y", [1])),
+    ]
+    result = check(history, "read-uncommitted", mode="confirm-rollback")
+    assert result["anomaly_types"] == ["resurrected-rollback"]
+    (case,) = result["anomalies"]
+    assert case["ops"] == [2, 6] and "rolled back (40001" in case["explanation"]
+    # in safekeeper mode there is no such error to break, and read-uncommitted allows G1a
+    assert types(history, "read-uncommitted") == []
+    # an append that failed for another reason (it never reached the server) is not a rollback
+    refused = [rolled_back(history[0], "OperationalError: connection refused"), *history[1:]]
+    assert check(refused, "read-uncommitted", mode="confirm-rollback")["valid"] is True
+
+
+def skew_ring(n: int) -> list[Txn]:
+    """n concurrent transactions, each reading its key empty and appending to the next one's: one
+    strongly connected component of n transactions joined by rw edges (write skew all round)."""
+    ring = [txn(i, R(i, []), A((i + 1) % n, 1)) for i in range(n)]
+    return concurrent(*ring, txn(n, *(R(i, [1]) for i in range(n))))
+
+
+def test_a_cycle_search_out_of_time_leaves_the_history_unknown_and_says_where() -> None:
+    history = skew_ring(5_000)
+    result = check(history, "serializable", budget=0.0)
+    assert result["valid"] == "unknown"
+    assert result["anomaly_types"] == ["cycle-search-timeout"]
+    (case,) = result["anomalies"]
+    assert "among 5000 interdependent transactions" in case["explanation"]
+    # given time, the same search finishes and names the cycle
+    finished = check(history, "serializable")
+    assert finished["valid"] is False and finished["anomaly_types"] == ["G2-item"]
+
+
+def test_the_quick_lost_append_test_never_hides_a_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quick test only spares keys the search: with it and without it, the same cases."""
+    from checkers.listappend import keys
+
+    histories = [h for bad, near, _ in CASES.values() for h in (bad, near)]
+    histories.append([txn(1, A("x", 1)), txn(2, A("x", 2)), txn(3, R("x", [2, 1]))])
+    quick = [check(h, "read-uncommitted")["anomaly_counts"] for h in histories]
+    monkeypatch.setattr(keys, "_may_lose", lambda *_: True)
+    assert [check(h, "read-uncommitted")["anomaly_counts"] for h in histories] == quick

@@ -1,0 +1,131 @@
+"""The dependency graph on the driver: edges arrive as integer arrays (from Spark or from the
+per-key analysis run in process), the strongly connected components are found by rustworkx, and
+only the edges inside a component, where cycles can be, become a Python adjacency for the search.
+
+Process and realtime edges come from the transactions' order alone, so they are built here.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import rustworkx as rx
+
+WW, WR, RW, PROCESS, REALTIME = 1, 2, 4, 8, 16
+EDGE_NAMES = {WW: "ww", WR: "wr", RW: "rw", PROCESS: "process", REALTIME: "realtime"}
+NO_ROW = -1  # the row of an edge with no data reason (process, realtime)
+
+
+class Meta(Protocol):
+    """What process and realtime order need of a transaction (a Txn has it)."""
+
+    index: int
+    complete: int
+    process: int
+    type: str
+
+
+@dataclass
+class Edges:
+    """Typed edges as parallel arrays, appended to in bulk."""
+
+    src: array = field(default_factory=lambda: array("q"))
+    dst: array = field(default_factory=lambda: array("q"))
+    kind: array = field(default_factory=lambda: array("b"))
+
+    def extend(self, src: Iterable[int], dst: Iterable[int], kind: int) -> None:
+        before = len(self.src)
+        self.src.extend(src)
+        self.dst.extend(dst)
+        self.kind.extend([kind] * (len(self.src) - before))
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+@dataclass
+class Graph:
+    """Edges as adjacency masks; `row` keeps, per (edge, type), where its reason can be found."""
+
+    out: dict[int, dict[int, int]] = field(default_factory=lambda: defaultdict(dict))
+    row: dict[tuple[int, int, int], int] = field(default_factory=dict)
+
+    def add(self, a: int, b: int, kind: int, row: int = NO_ROW) -> None:
+        if a == b:
+            return
+        edges = self.out[a]
+        if not edges.get(b, 0) & kind:
+            edges[b] = edges.get(b, 0) | kind
+            self.row[(a, b, kind)] = row
+
+
+def process_edges(txns: Iterable[Meta], out: Edges) -> None:
+    """Each process's ok transactions in completion order."""
+    last: dict[int, int] = {}
+    src, dst = array("q"), array("q")
+    for t in sorted((t for t in txns if t.type == "ok"), key=lambda t: t.complete):
+        if t.process in last:
+            src.append(last[t.process])
+            dst.append(t.index)
+        last[t.process] = t.index
+    out.extend(src, dst, PROCESS)
+
+
+def realtime_edges(txns: Iterable[Meta], out: Edges) -> None:
+    """T1 → T2 when T1 completed ok before T2 was invoked, kept sparse as Elle does: a completed
+    transaction leaves the frontier once a later one that follows it completes."""
+    events = []
+    for t in txns:
+        events.append((t.index, 0, t.index))
+        if t.type == "ok":
+            events.append((t.complete, 1, t.index))
+    events.sort()
+    frontier: dict[int, None] = {}
+    before: dict[int, list[int]] = {}
+    src, dst = array("q"), array("q")
+    for _, kind, t in events:
+        if kind == 0:
+            before[t] = list(frontier)
+            src.extend(before[t])
+            dst.extend([t] * len(frontier))
+        else:
+            for a in before.pop(t, ()):
+                frontier.pop(a, None)
+            frontier[t] = None
+    out.extend(src, dst, REALTIME)
+
+
+def build(edges: Edges) -> tuple[Graph, int]:
+    """The graph cut down to its strongly connected components of two or more transactions,
+    and the number of distinct (from, to) pairs in the whole graph."""
+    if not len(edges):
+        return Graph(), 0
+    src = np.frombuffer(edges.src, dtype=np.int64)
+    dst = np.frombuffer(edges.dst, dtype=np.int64)
+    ids, dense = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    s, d = dense[: len(src)], dense[len(src) :]
+    pairs = np.unique(s * len(ids) + d).size
+    dg = rx.PyDiGraph()
+    dg.add_nodes_from(range(len(ids)))
+    dg.extend_from_edge_list(list(zip(s.tolist(), d.tolist(), strict=True)))
+    scc = np.full(len(ids), -1, dtype=np.int64)
+    for number, component in enumerate(rx.strongly_connected_components(dg)):
+        if len(component) > 1:
+            scc[list(component)] = number
+    inside = np.flatnonzero((scc[s] >= 0) & (scc[s] == scc[d]))
+    g = Graph()
+    kinds = np.frombuffer(edges.kind, dtype=np.int8)
+    for row, a, b, kind in zip(
+        inside.tolist(),
+        ids[s[inside]].tolist(),
+        ids[d[inside]].tolist(),
+        kinds[inside].tolist(),
+        strict=True,
+    ):
+        g.add(a, b, kind, row if kind < PROCESS else NO_ROW)  # order edges have no reason
+    return g, pairs
