@@ -244,10 +244,12 @@ def main() -> None:
 
     try:
         claim(proxy.cluster)
-        options = {} if args.safekeepers is None else {"safekeepers": args.safekeepers}
+        options: dict[str, Any] = {"computes": 1}  # a standby compute costs a primary nothing
+        if args.safekeepers is not None:
+            options["safekeepers"] = args.safekeepers
         kind = cluster_kind("safekeeper")(backend, proxy.cluster, options)
         kind.deploy(say(proxy.cluster))
-        prepare(proxy, kind.compute())
+        prepare(proxy, kind.computes()[0])
         claim(native.cluster)
         deploy_native(backend, native.cluster, say(native.cluster))
         prepare(native, backend.nodes(native.cluster)[0])

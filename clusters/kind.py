@@ -36,13 +36,28 @@ class KindOption:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """Where a client bound to `node` connects."""
+    """Where a client bound to `node` connects. A cluster that fails over lists several hosts
+    (libpq tries them in turn and keeps the first that matches `target_session_attrs`, as an
+    application would); `nodes` names the node behind each host, so that each operation records
+    the node that served it."""
 
     node: str
-    host: str
-    port: int
+    host: str  # one host, or several separated by commas
+    port: int | str  # one port, or one per host separated by commas
     dbname: str
     user: str
+    target_session_attrs: str = "any"
+    nodes: tuple[tuple[str, str], ...] = ()  # ("host:port", node name) pairs
+
+    @property
+    def url(self) -> str:
+        ports = str(self.port).split(",")
+        hosts = ",".join(
+            f"{h}:{ports[min(i, len(ports) - 1)]}" for i, h in enumerate(self.host.split(","))
+        )
+        query = "" if self.target_session_attrs == "any" else "?target_session_attrs="
+        query += "" if self.target_session_attrs == "any" else self.target_session_attrs
+        return f"postgresql://{self.user}@{hosts}/{self.dbname}{query}"
 
 
 class ClusterKind(ABC):

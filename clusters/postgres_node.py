@@ -61,8 +61,14 @@ def start(node: Node) -> None:
     ensure_clock_file(node)
     if node.exec(as_postgres(f"{PG_BIN}/pg_ctl -D {PGDATA} status"), check=False).code == 0:
         return
+    node.exec(start_command())
+
+
+def start_command() -> str:
+    """The shell command, run as root, that starts Postgres and waits until it accepts
+    connections (the node's clock file must exist)."""
     pg_ctl = f"{PG_BIN}/pg_ctl -D {PGDATA} -l {PG_LOG} -w -t 60 start"
-    node.exec(f"runuser -u postgres -- {under_faketime(pg_ctl)} >/dev/null")
+    return f"runuser -u postgres -- {under_faketime(pg_ctl)} >/dev/null"
 
 
 def stop(node: Node) -> None:

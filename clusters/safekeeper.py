@@ -1,5 +1,7 @@
-"""Cluster kind `safekeeper` (seeds 000, 001, 003): one compute node, n1, running Postgres 15 and
-the proxy as its synchronous standby, and `--safekeepers N` nodes n2… running a safekeeper each.
+"""Cluster kind `safekeeper` (seeds 000, 001, 003): `--computes C` compute nodes n1…nC running
+Postgres 15 under a compute agent, and `--safekeepers N` nodes after them running a safekeeper
+each. n1 starts as the primary, its proxy Postgres's synchronous standby; the other computes are
+hot standbys replaying the safekeepers' committed WAL, and take over when the primary is lost.
 
 The daemons (package `clusters/walkeeper`) are copied onto the nodes as files and run there with
 the node's python3; the harness never imports them. It sees the cluster as an operator does:
@@ -19,6 +21,7 @@ from clusters.kind import (
     ClusterKind,
     Endpoint,
     KindOption,
+    ensure_clock_file,
     wait_until,
 )
 from harness.errors import BadInput
@@ -30,8 +33,11 @@ PROXY_PORT = 7677
 SK_PG_PORT = 5433  # a safekeeper's WAL server for Postgres standbys (streaming replication)
 SK_DATA = "/var/lib/harness/safekeeper"
 SLOT = "walproposer"
+AGENT = "walkeeper compute"  # the compute agent's command line, as pgrep and the kill fault see it
 VARIANTS = ("term-history", "epoch")
 DEFAULT_SAFEKEEPERS = 3
+DEFAULT_COMPUTES = 2
+FAILOVER_AFTER = 5.0  # seconds a quorum of safekeepers hears no proposer before a takeover
 
 COMPUTE_CONF = f"""
 synchronous_standby_names = '{SLOT}'
@@ -48,6 +54,12 @@ class SafekeeperCluster(ClusterKind):
             "safekeepers", int, f"Number of safekeeper nodes (default {DEFAULT_SAFEKEEPERS})."
         ),
         KindOption(
+            "computes",
+            int,
+            f"Number of compute nodes (default {DEFAULT_COMPUTES}): one primary, the others "
+            "standbys that take over when it is lost.",
+        ),
+        KindOption(
             "variant",
             str,
             "Election protocol: term-history (seed 003, default) or epoch (seed 001 as written).",
@@ -57,7 +69,9 @@ class SafekeeperCluster(ClusterKind):
 
     @classmethod
     def nodes_needed(cls, options: dict[str, Any]) -> int:
-        return 1 + safekeeper_count(options)
+        return count_option(options, "computes", DEFAULT_COMPUTES) + count_option(
+            options, "safekeepers", DEFAULT_SAFEKEEPERS
+        )
 
     @property
     def variant(self) -> str:
@@ -66,32 +80,50 @@ class SafekeeperCluster(ClusterKind):
             raise BadInput(f"unknown --variant {variant!r}: choose from {', '.join(VARIANTS)}")
         return variant
 
-    def compute(self) -> Node:
-        return self.nodes[0]
+    def computes(self) -> list[Node]:
+        return self.nodes[: count_option(self.options, "computes", DEFAULT_COMPUTES)]
 
     def safekeepers(self) -> list[Node]:
-        return self.nodes[1:]
+        return self.nodes[len(self.computes()) :]
 
     def deploy(self, say: Callable[[str], None]) -> None:
         count = self.node_count()
-        say(f"starting {count} nodes on {self.backend.name}: n1 compute, n2…n{count} safekeepers")
+        computes = count_option(self.options, "computes", DEFAULT_COMPUTES)
+        say(
+            f"starting {count} nodes on {self.backend.name}: n1…n{computes} computes, "
+            f"n{computes + 1}…n{count} safekeepers"
+        )
         nodes = self.backend.up(self.cluster, count, [pg.PORT])
         for node in nodes:
             install(node)
-        say(f"starting {count - 1} safekeepers ({self.variant})")
-        for node in nodes[1:]:
+        say(f"starting {count - computes} safekeepers ({self.variant})")
+        for node in self.safekeepers():
             self.start_safekeeper(node)
-        say("initialising Postgres 15 on n1 with the proxy as its synchronous standby")
-        compute = nodes[0]
-        pg.init(compute, COMPUTE_CONF)
-        pg.start(compute)
-        wait_until("Postgres on n1 accepting connections", lambda: pg.is_ready(compute), 60)
-        create_slot(compute)
-        self.start_proxy(compute)
-        say("waiting for the proxy's election and a first commit through a quorum")
-        wait_until("the proxy's election", lambda: self.proxy_status().get("elected"), 60)
-        wait_until("a commit through the safekeepers", lambda: self._commit_works(compute), 60)
-        pg.ensure_database(compute)
+        say(
+            "initialising Postgres 15 on n1, the primary, with the proxy as its synchronous standby"
+        )
+        primary, *standbys = self.computes()
+        pg.init(primary, self.compute_conf())
+        self.start_agent(primary)
+        wait_until("the proxy's election", lambda: self.agent_status(primary).get("elected"), 90)
+        wait_until("a commit through the safekeepers", lambda: self._commit_works(primary), 60)
+        pg.ensure_database(primary)
+        for node in standbys:
+            say(f"making {node.name} a standby: a base backup of n1, then the safekeepers' WAL")
+            base_backup(node, primary)
+            self.start_agent(node)
+        for node in standbys:
+            wait_until(f"{node.name} replaying as a standby", lambda n=node: in_recovery(n), 90)
+
+    def compute_conf(self) -> str:
+        """Postgres's settings on every compute: a primary's, and where a standby streams from
+        (ignored until it is one): the safekeepers' WAL servers, whichever answers."""
+        hosts = ",".join(n.name for n in self.safekeepers())
+        ports = ",".join(str(SK_PG_PORT) for _ in self.safekeepers())
+        return COMPUTE_CONF + (
+            f"primary_conninfo = 'host={hosts} port={ports} user={pg.USER} "
+            "application_name=standby connect_timeout=3'\n"
+        )
 
     def _commit_works(self, node: Node) -> bool:
         """A write commits. The client gives up by being killed, not by statement_timeout: a
@@ -118,61 +150,92 @@ class SafekeeperCluster(ClusterKind):
             "safekeeper.log",
         )
 
-    def start_proxy(self, node: Node) -> None:
+    def start_agent(self, node: Node) -> None:
+        """The compute agent, unless it runs: it starts (or rebuilds) Postgres as it decides."""
+        # "[c]" keeps pgrep from matching the shell that runs it
+        if node.exec("pgrep -f 'walkeeper [c]ompute'", check=False).code == 0:
+            return
+        ensure_clock_file(node)
         peers = " ".join(f"--safekeeper {n.name}={n.name}:{SK_PORT}" for n in self.safekeepers())
-        conninfo = (
-            f"host=127.0.0.1 port={pg.PORT} user={pg.USER} replication=true application_name={SLOT}"
+        others = " ".join(
+            f"--compute {n.name}={n.name}:{pg.PORT}" for n in self.computes() if n.name != node.name
         )
         self.daemon(
             node,
-            f"proxy --postgres {shell_quote(conninfo)} --slot {SLOT} {peers} "
-            f"--variant {self.variant} --status-port {PROXY_PORT}",
-            "proxy.log",
+            f"compute --name {node.name} --pgdata {pg.PGDATA} --pg-bin {pg.PG_BIN} "
+            f"--pg-start {shell_quote(pg.start_command())} --slot {SLOT} {peers} {others} "
+            f"--variant {self.variant} --status-port {PROXY_PORT} "
+            f"--failover-after {FAILOVER_AFTER:g}",
+            "compute.log",
         )
 
     def endpoints(self) -> list[Endpoint]:
-        node = self.compute()
-        host, port = node.endpoint(pg.PORT)
-        return [Endpoint(node.name, host, port, pg.DBNAME, pg.USER)]
+        """Every client lists all computes and keeps to the one that accepts writes, as an
+        application would; each operation records the compute that served it."""
+        addresses = [(n.name, *n.endpoint(pg.PORT)) for n in self.computes()]
+        return [
+            Endpoint(
+                ",".join(name for name, _, _ in addresses),
+                ",".join(host for _, host, _ in addresses),
+                ",".join(str(port) for _, _, port in addresses),
+                pg.DBNAME,
+                pg.USER,
+                "read-write",
+                tuple((f"{host}:{port}", name) for name, host, port in addresses),
+            )
+        ]
 
     def processes(self) -> dict[str, str]:
         return {
             "postgres": f"{pg.PG_BIN}/postgres",
-            "proxy": "walkeeper proxy",
+            "proxy": AGENT,
             "safekeeper": "walkeeper safekeeper",
         }
 
     def start_process(self, node: Node, name: str) -> None:
+        """Postgres on a compute is the agent's to start: it first asks the safekeepers whether
+        this node may still be a primary."""
         starters = {
-            "postgres": pg.start,
-            "proxy": self.start_proxy,
+            "postgres": self.start_agent,
+            "proxy": self.start_agent,
             "safekeeper": self.start_safekeeper,
         }
         if name not in starters:
             raise ValueError(f"the safekeeper cluster runs no process {name!r}")
         starters[name](node)
 
+    def agent_status(self, node: Node) -> dict[str, Any]:
+        return daemon_status(node, PROXY_PORT)
+
     def proxy_status(self) -> dict[str, Any]:
-        return daemon_status(self.compute(), PROXY_PORT)
+        """The elected proxy's state: the leader's agent ({} when none is elected)."""
+        states = [self.agent_status(n) for n in self.computes()]
+        elected = [s for s in states if s.get("elected")]
+        return max(elected, key=lambda s: s.get("term", 0), default={})
 
     def leader(self) -> str | None:
-        """n1 while its proxy holds an elected term (one compute node in this part)."""
-        return self.compute().name if self.proxy_status().get("elected") else None
+        """The compute whose proxy holds the highest elected term."""
+        return self.proxy_status().get("compute")
 
     def status(self) -> dict[str, Any]:
-        """Who leads, the term, and every node's flush and commit LSNs with its term history
-        (or epoch, in the epoch variant), as the daemons report them; a safekeeper that does
-        not answer (killed, paused) is shown from its control file."""
-        proxy = self.proxy_status()
-        variant = proxy.get("variant", self.variant)
-        compute = self.compute()
-        nodes: dict[str, dict[str, Any]] = {
-            compute.name: {
-                "role": "compute" + (" (elected)" if proxy.get("elected") else ""),
-                "postgres": "up" if pg.is_ready(compute) else "down",
+        """Who leads, the term, each compute's role, and every node's flush and commit LSNs with
+        its term history (or epoch, in the epoch variant), as the daemons report them; a
+        safekeeper that does not answer (killed, paused) is shown from its control file."""
+        nodes: dict[str, dict[str, Any]] = {}
+        leader: dict[str, Any] = {}
+        for node in self.computes():
+            agent = self.agent_status(node)
+            if agent.get("elected") and agent.get("term", 0) > leader.get("term", 0):
+                leader = agent
+            role = agent.get("role", "agent not answering")
+            nodes[node.name] = {
+                "role": f"compute: {role}" + (" (elected)" if agent.get("elected") else ""),
+                "postgres": "up" if pg.is_ready(node) else "down",
             }
-            | positions(proxy | {"flush_lsn": proxy.get("log_end"), "epoch": proxy.get("term")})
-        }
+            if agent.get("elected"):
+                log_end = {"flush_lsn": agent.get("log_end"), "epoch": agent.get("term")}
+                nodes[node.name] |= positions(agent | log_end)
+        variant = leader.get("variant", self.variant)
         for node in self.safekeepers():
             state = daemon_status(node, SK_PORT)
             role = "safekeeper"
@@ -183,8 +246,8 @@ class SafekeeperCluster(ClusterKind):
         return {
             "kind": self.name,
             "variant": variant,
-            "leader": compute.name if proxy.get("elected") else None,
-            "term": proxy.get("term"),
+            "leader": leader.get("compute"),
+            "term": leader.get("term"),
             "nodes": nodes,
         }
 
@@ -198,21 +261,29 @@ class SafekeeperCluster(ClusterKind):
         (dest / "cluster-status.json").write_text(json.dumps(self.status(), indent=2))
 
 
-def create_slot(node: Node) -> None:
-    """The proxy's physical slot: Postgres keeps WAL from the last position the proxy confirmed,
-    so a new proxy can always restart the stream at VCL."""
-    sql = (
-        f"SELECT pg_create_physical_replication_slot('{SLOT}', true) WHERE NOT EXISTS "
-        f"(SELECT 1 FROM pg_replication_slots WHERE slot_name = '{SLOT}')"
-    )
-    node.exec(f"{pg.PG_BIN}/psql -h 127.0.0.1 -U {pg.USER} -d postgres -qAtc {shell_quote(sql)}")
-
-
-def safekeeper_count(options: dict[str, Any]) -> int:
-    count = options.get("safekeepers") or DEFAULT_SAFEKEEPERS
+def count_option(options: dict[str, Any], name: str, default: int) -> int:
+    count = options.get(name) or default
     if not isinstance(count, int) or count < 1:
-        raise BadInput(f"--safekeepers must be a positive number, not {count!r}")
+        raise BadInput(f"--{name} must be a positive number, not {count!r}")
     return count
+
+
+def base_backup(node: Node, source: Node) -> None:
+    """A standby's data directory: a copy of the primary's, marked to start in standby mode."""
+    node.exec(
+        f"mkdir -p {pg.LOG_DIR} /var/lib/harness && rm -rf {pg.PGDATA} && "
+        f"chown postgres:postgres {pg.LOG_DIR} /var/lib/harness"
+    )
+    node.exec(
+        pg.as_postgres(
+            f"{pg.PG_BIN}/pg_basebackup -h {source.name} -p {pg.PORT} -U {pg.USER} "
+            f"-D {pg.PGDATA} -X stream -c fast && touch {pg.PGDATA}/standby.signal"
+        )
+    )
+
+
+def in_recovery(node: Node) -> bool:
+    return pg.psql(node, "SELECT pg_is_in_recovery()") == "t"
 
 
 def install(node: Node) -> None:

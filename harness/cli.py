@@ -283,7 +283,7 @@ def cluster_up(kind: str, name: str, **opts: Any) -> None:
     k = cluster_kind(kind)(make_backend(backend, **settings), name, kind_settings(kind, opts))
     k.deploy(lambda msg: console.print(f"[dim]{msg}[/]"))
     for ep in k.endpoints():
-        console.print(f"{ep.node}: postgresql://{ep.user}@{ep.host}:{ep.port}/{ep.dbname}")
+        console.print(f"{ep.node}: {ep.url}")
 
 
 @cluster.command("status")

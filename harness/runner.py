@@ -78,7 +78,14 @@ class Runner:
 
     def _client(self, ep: Endpoint) -> PostgresClient:
         return PostgresClient(
-            ep.host, ep.port, ep.dbname, ep.user, self.cfg.isolation, self.cfg.op_timeout
+            ep.host,
+            ep.port,
+            ep.dbname,
+            ep.user,
+            self.cfg.isolation,
+            self.cfg.op_timeout,
+            ep.target_session_attrs,
+            dict(ep.nodes),
         )
 
     def run(self) -> RunResult:
@@ -180,9 +187,8 @@ class Runner:
                 op = generator.next()
                 record(history, process, "invoke", op.f, op.value, ep.node, op.workload)
                 done = client.run(workloads[op.workload], op.f, op.value)
-                record(
-                    history, process, done.type, op.f, done.value, ep.node, op.workload, done.error
-                )
+                node = client.node or ep.node
+                record(history, process, done.type, op.f, done.value, node, op.workload, done.error)
                 if done.type == "info":
                     process += self.cfg.concurrency
                     client.close()
@@ -202,9 +208,8 @@ class Runner:
                     while True:
                         record(history, process, "invoke", f, value, ep.node, w.name)
                         done = client.run(w, f, value)
-                        record(
-                            history, process, done.type, f, done.value, ep.node, w.name, done.error
-                        )
+                        node = client.node or ep.node
+                        record(history, process, done.type, f, done.value, node, w.name, done.error)
                         if done.type == "ok" or time.monotonic() > deadline:
                             break
                         if done.type == "info":

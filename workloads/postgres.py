@@ -65,9 +65,24 @@ class PostgresClient:
     """A worker's connection; reconnects lazily after the previous one was lost."""
 
     def __init__(
-        self, host: str, port: int, dbname: str, user: str, isolation: str, timeout: float
+        self,
+        host: str,
+        port: int | str,
+        dbname: str,
+        user: str,
+        isolation: str,
+        timeout: float,
+        target_session_attrs: str = "any",
+        nodes: dict[str, str] | None = None,
     ) -> None:
-        self._params = {"host": host, "port": port, "dbname": dbname, "user": user}
+        self._params = {
+            "host": host,
+            "port": port,
+            "dbname": dbname,
+            "user": user,
+            "target_session_attrs": target_session_attrs,
+        }
+        self._nodes = nodes or {}
         self._isolation = ISOLATION_LEVELS[isolation]
         self._timeout = timeout
         self._conn: psycopg.Connection | None = None
@@ -86,6 +101,13 @@ class PostgresClient:
             )
             self._conn.isolation_level = self._isolation
         return self._conn
+
+    @property
+    def node(self) -> str | None:
+        """The node behind the host the connection went to, when the endpoint names several."""
+        if self._conn is None or self._conn.closed:
+            return None
+        return self._nodes.get(f"{self._conn.info.host}:{self._conn.info.port}")
 
     def close(self) -> None:
         if self._conn is not None:

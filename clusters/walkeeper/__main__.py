@@ -1,4 +1,4 @@
-"""`python3 -m walkeeper safekeeper|proxy|status`: the daemons and an operator's status probe."""
+"""`python3 -m walkeeper safekeeper|compute|status`: the daemons and an operator's status probe."""
 
 from __future__ import annotations
 
@@ -34,18 +34,36 @@ def main(argv: list[str] | None = None) -> int:
         metavar="HOST:PORT",
         help="also serve committed WAL to Postgres standbys (streaming replication) here",
     )
-    px = sub.add_parser("proxy", help="stream Postgres's WAL to a quorum of safekeepers")
-    px.add_argument("--postgres", required=True, help="libpq conninfo of the local Postgres")
-    px.add_argument("--slot", default="walproposer")
-    px.add_argument(
+    cp = sub.add_parser(
+        "compute", help="run a compute node: Postgres primary with the proxy, or standby"
+    )
+    cp.add_argument("--name", required=True)
+    cp.add_argument("--pgdata", required=True)
+    cp.add_argument("--pg-bin", required=True)
+    cp.add_argument("--pg-start", required=True, help="shell command that starts Postgres")
+    cp.add_argument("--slot", default="walproposer")
+    cp.add_argument(
         "--safekeeper",
         action="append",
         type=address,
         required=True,
         help="name=host:port, once per safekeeper",
     )
-    px.add_argument("--variant", choices=VARIANTS, default="term-history")
-    px.add_argument("--status-port", type=int, default=7677)
+    cp.add_argument(
+        "--compute",
+        action="append",
+        type=address,
+        default=[],
+        help="name=host:port of another compute's Postgres, once per compute",
+    )
+    cp.add_argument("--variant", choices=VARIANTS, default="term-history")
+    cp.add_argument("--status-port", type=int, default=7677)
+    cp.add_argument(
+        "--failover-after",
+        type=float,
+        default=5.0,
+        help="seconds a quorum of safekeepers hears no proposer before a standby takes over",
+    )
     st = sub.add_parser("status", help="print a daemon's state as JSON")
     st.add_argument("--port", type=int, default=7676)
     st.add_argument("--host", default="127.0.0.1")
@@ -64,10 +82,22 @@ def main(argv: list[str] | None = None) -> int:
         pg_host, _, pg_port = args.pg_listen.rpartition(":")
         pg_listen = (pg_host or "0.0.0.0", int(pg_port)) if args.pg_listen else None
         serve(host, int(port), args.data, args.variant, args.name, pg_listen)
-    elif args.command == "proxy":
-        from .proxy import serve as serve_proxy
+    elif args.command == "compute":
+        from .compute import Config
+        from .compute import serve as serve_compute
 
-        serve_proxy(args.postgres, args.slot, dict(args.safekeeper), args.variant, args.status_port)
+        cfg = Config(
+            args.name,
+            args.pgdata,
+            args.pg_bin,
+            args.pg_start,
+            args.slot,
+            dict(args.safekeeper),
+            dict(args.compute),
+            args.variant,
+            args.failover_after,
+        )
+        serve_compute(cfg, args.status_port)
     else:
         try:
             with wire.connect((args.host, args.port), args.timeout) as sock:

@@ -38,6 +38,8 @@ class Acceptor:
         self.name = name
         self.lock = threading.Lock()
         self.last_save = 0.0
+        self.started = time.monotonic()
+        self.last_heard: float | None = None  # the last append of the proposer it follows
 
     @property
     def control(self) -> Control:
@@ -59,6 +61,9 @@ class Acceptor:
             "restart_lsn": c.restart_lsn,
             "base_lsn": c.base_lsn,
             "system_id": c.system_id,
+            # how a standby compute tells that no proposer is writing any more
+            "heard_ago": None if self.last_heard is None else time.monotonic() - self.last_heard,
+            "up_for": time.monotonic() - self.started,
         }
 
     def handle(
@@ -124,6 +129,7 @@ class Acceptor:
         if session.get("term") != self.control.term:
             raise Refusal("append before the proposer announced itself on this connection")
         c, flush, lsn = self.control, self.storage.flush_lsn, int(req["lsn"])
+        self.last_heard = time.monotonic()
         end = lsn + len(payload)
         if payload:
             if self.variant == "term-history" and flush and lsn != flush:

@@ -1,9 +1,10 @@
-"""The proxy daemon: Postgres's synchronous standby, and the proposer to the safekeepers.
+"""The proxy: Postgres's synchronous standby, and the proposer to the safekeepers.
 
 A session elects, starts Postgres's stream at VCL, hands WAL to one sender thread per safekeeper,
 and reports the quorum's position back to Postgres. Anything that ends a session (Postgres gone,
-another proposer elected, no quorum) ends it whole; the next session runs a new election with a
-higher term (seed 001: a restart of the proxy starts a new round of voting).
+another proposer elected, no quorum) ends it whole; the compute agent (compute.py) decides what
+follows: a new election with a higher term (seed 001: a restart of the proxy starts a new round
+of voting) or, when another compute has taken the term, stepping down.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import socketserver
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from . import wire
@@ -57,10 +59,29 @@ class Overlap:
         return self.vcl, body[max(0, self.vcl - lsn) :]
 
 
+def proposer_id() -> str:
+    """This compute's proposer name for one term: the host, so that computes can tell whose term
+    it is, and a nonce, so that each session is a proposer of its own."""
+    return f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
+
+
+def is_ours(proposer: str) -> bool:
+    return proposer.rpartition("-")[0] == socket.gethostname()
+
+
 class Session:
-    def __init__(self, conninfo: str, slot: str, peers: dict[str, tuple[str, int]], variant: str):
+    def __init__(
+        self,
+        conninfo: str,
+        slot: str,
+        peers: dict[str, tuple[str, int]],
+        variant: str,
+        proposer: Proposer | None = None,
+    ):
+        """`proposer`, when given, has already been elected (a takeover): the session goes on
+        with its term and VCL rather than running an election of its own."""
         self.conninfo, self.slot = conninfo, slot
-        self.proposer = Proposer(peers, variant, f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
+        self.proposer = proposer or Proposer(peers, variant, proposer_id())
         self.stop = threading.Event()
         self.failure: BaseException | None = None
         self.wake_r, self.wake_w = os.pipe()
@@ -98,10 +119,9 @@ class Session:
         try:
             system = pg.identify()
             p = self.proposer
-            while True:
+            while not p.term:
                 try:
                     p.elect(system_id=system.system_id)
-                    break
                 except NoQuorum as e:
                     log.warning("no quorum yet: %s", e)
                     time.sleep(RETRY)
@@ -152,14 +172,16 @@ class Session:
 
 
 class StatusBoard:
-    """What `walkeeper status` on the proxy's port answers."""
+    """What `walkeeper status` on the compute's port answers: the compute agent's role, and
+    while a session runs, its proposer's state."""
 
     proposer: Proposer | None = None
-    started = time.time()
+    agent: Callable[[], dict[str, Any]] = staticmethod(dict)
 
     def report(self) -> dict[str, Any]:
         p = self.proposer
-        return {"ok": True, "role": "proxy", "elected": p is not None} | (p.status() if p else {})
+        state = {"ok": True, "elected": p is not None} | self.agent()
+        return state | (p.status() if p else {})
 
 
 STATUS = StatusBoard()
@@ -178,18 +200,3 @@ class StatusHandler(socketserver.BaseRequestHandler):
 class StatusServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True  # a restarted proxy rebinds while the old socket is in TIME_WAIT
-
-
-def serve(
-    conninfo: str, slot: str, peers: dict[str, tuple[str, int]], variant: str, status_port: int
-) -> None:
-    server = StatusServer(("0.0.0.0", status_port), StatusHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    log.info("proxy (%s) for %s; safekeepers %s", variant, conninfo, sorted(peers))
-    while True:
-        try:
-            Session(conninfo, slot, peers, variant).run()
-        except Exception as e:  # every session failure is followed by a new election
-            log.warning("session ended: %s: %s", type(e).__name__, e)
-        STATUS.proposer = None
-        time.sleep(RETRY)

@@ -62,7 +62,8 @@ def safekeeper_cluster(
 ) -> Iterator[SafekeeperCluster]:
     """A `safekeeper` cluster for the module (n1 compute, n2…n4 safekeepers), taken down with
     the module's cluster name."""
-    cluster = SafekeeperCluster(docker_backend, module_cluster_name, {"safekeepers": 3})
+    options = {"safekeepers": 3, "computes": 1}
+    cluster = SafekeeperCluster(docker_backend, module_cluster_name, options)
     cluster.deploy(lambda msg: None)
     yield cluster
 

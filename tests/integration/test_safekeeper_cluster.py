@@ -82,7 +82,7 @@ def restore(cluster: SafekeeperCluster) -> None:
     proxy is elected with every safekeeper attached and a commit goes through."""
     heal_nodes(cluster.nodes)
     patterns = cluster.processes()
-    compute = cluster.compute()
+    compute = cluster.computes()[0]
     pg.start(compute)
     for node in cluster.safekeepers():
         if not running(node, patterns["safekeeper"]):
@@ -254,7 +254,7 @@ def test_commit_waits_while_a_partition_cuts_n1_from_a_majority(
 def test_a_restarted_proxy_is_elected_in_a_higher_term(
     cluster: SafekeeperCluster, endpoint: Endpoint
 ) -> None:
-    compute = cluster.compute()
+    compute = cluster.computes()[0]
     pattern = cluster.processes()["proxy"]
     before = cluster.proxy_status()
     assert before.get("elected"), before

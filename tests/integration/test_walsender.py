@@ -84,7 +84,7 @@ def test_standby_follows_committed_wal_from_a_safekeeper(
     safekeeper_cluster: SafekeeperCluster,
 ) -> None:
     cluster = safekeeper_cluster
-    compute, node = cluster.compute(), cluster.safekeepers()[0]
+    compute, node = cluster.computes()[0], cluster.safekeepers()[0]
     why = tails(node)
     system_id = sql(compute, "SELECT system_identifier FROM pg_control_system()")
 

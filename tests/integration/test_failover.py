@@ -1,0 +1,150 @@
+"""Failover in the `safekeeper` cluster, on real Postgres in containers: two computes (a primary
+and a standby replaying the safekeepers' WAL) and three safekeepers.
+
+Killing the primary moves the term to the standby, which serves every acknowledged commit; the
+old primary comes back as a standby holding exactly the new primary's data. An isolated primary
+cannot acknowledge a commit once the new term is elected, and its unacknowledged commit is gone
+after it rejoins.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from clusters import postgres_node as pg
+from clusters.backend import Node
+from clusters.docker_backend import DockerBackend
+from clusters.kind import Endpoint
+from clusters.safekeeper import SafekeeperCluster
+from nemesis import heal_nodes
+from nemesis.kill import Kill
+from nemesis.partition import Partition
+from tests.integration.conftest import eventually
+from tests.integration.test_safekeeper_cluster import (
+    TABLE,
+    PendingCommit,
+    assert_commit_held_back,
+)
+
+pytestmark = pytest.mark.docker
+
+VALUES = itertools.count(1_000_000)  # apart from the other module's values
+TAKEOVER_WITHIN = 60.0  # a liveness bound, far above the 5 s the standby waits before it acts
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_backend: DockerBackend, module_cluster_name: str) -> Iterator[SafekeeperCluster]:
+    options = {"safekeepers": 3, "computes": 2}
+    cluster = SafekeeperCluster(docker_backend, module_cluster_name, options)
+    cluster.deploy(lambda msg: None)
+    with psycopg.connect(**params(cluster.endpoints()[0]), autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (x bigint PRIMARY KEY)")
+    yield cluster
+    heal_nodes(cluster.nodes)
+
+
+def params(ep: Endpoint) -> dict[str, object]:
+    return {
+        "host": ep.host,
+        "port": ep.port,
+        "dbname": ep.dbname,
+        "user": ep.user,
+        "target_session_attrs": ep.target_session_attrs,
+        "connect_timeout": 3,
+    }
+
+
+def direct(node: Node) -> Endpoint:
+    """One compute's own Postgres, whatever its role."""
+    host, port = node.endpoint(pg.PORT)
+    return Endpoint(node.name, host, port, pg.DBNAME, pg.USER)
+
+
+def insert(ep: Endpoint) -> int:
+    value = next(VALUES)
+    with psycopg.connect(**params(ep), autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {TABLE} VALUES (%s)", (value,))
+    return value
+
+
+def rows(ep: Endpoint) -> list[int]:
+    with psycopg.connect(**params(ep), autocommit=True) as conn:
+        return [r[0] for r in conn.execute(f"SELECT x FROM {TABLE} ORDER BY x").fetchall()]
+
+
+def node(cluster: SafekeeperCluster, name: str) -> Node:
+    return next(n for n in cluster.computes() if n.name == name)
+
+
+def new_leader(cluster: SafekeeperCluster, old: str) -> str | None:
+    leader = cluster.leader()
+    return leader if leader not in (None, old) else None
+
+
+def rejoined_with(cluster: SafekeeperCluster, old: Node, leader: Node) -> list[int] | None:
+    """The old primary's rows once it is a standby again holding the new primary's rows."""
+    if cluster.agent_status(old).get("role") != "standby":
+        return None
+    theirs, ours = rows(direct(leader)), rows(direct(old))
+    return ours if ours == theirs else None
+
+
+def test_a_killed_primary_is_replaced_and_rejoins_as_a_standby(
+    cluster: SafekeeperCluster,
+) -> None:
+    ep = cluster.endpoints()[0]
+    old = cluster.leader()
+    assert old is not None
+    acked = [insert(ep) for _ in range(20)]
+    fault = Kill("primaries", [old])
+    fault.start(cluster)
+    killed_at = time.monotonic()
+    try:
+        leader = eventually(lambda: new_leader(cluster, old), "a takeover", TAKEOVER_WITHIN)
+        insert(ep)  # clients find the new primary by themselves
+        print(f"failover: {time.monotonic() - killed_at:.1f} s from the kill to a commit")
+        assert set(acked) <= set(rows(ep)), "an acknowledged commit vanished in the failover"
+    finally:
+        fault.stop(cluster)
+    after = insert(ep)
+    kept = eventually(
+        lambda: rejoined_with(cluster, node(cluster, old), node(cluster, leader)),
+        f"{old} back as a standby with {leader}'s data",
+        120,
+    )
+    assert after in kept and set(acked) <= set(kept)
+
+
+def test_an_isolated_primary_acknowledges_nothing_after_the_new_term(
+    cluster: SafekeeperCluster,
+) -> None:
+    old = cluster.leader()
+    assert old is not None
+    others = [n.name for n in cluster.nodes if n.name != old]
+    grudge = {old: frozenset(others), **{n: frozenset({old}) for n in others}}
+    fault = Partition("grudge", grudge)
+    commit: PendingCommit | None = None
+    fault.start(cluster)
+    try:
+        commit = PendingCommit(direct(node(cluster, old)), next(VALUES))
+        leader = eventually(lambda: new_leader(cluster, old), "a takeover", TAKEOVER_WITHIN)
+        insert(cluster.endpoints()[0])
+        # the new term is elected; the old primary still cannot acknowledge the commit
+        assert_commit_held_back(commit)
+    finally:
+        fault.stop(cluster)
+    # back in touch, the old proxy learns of the higher term and its Postgres stops at once:
+    # the commit ends without an acknowledgement
+    assert commit.wait(60), "the old primary's commit never ended after the partition healed"
+    assert commit.error is not None, "the deposed primary acknowledged a commit"
+    kept = eventually(
+        lambda: rejoined_with(cluster, node(cluster, old), node(cluster, leader)),
+        f"{old} back as a standby with {leader}'s data",
+        120,
+    )
+    assert commit.value not in kept
