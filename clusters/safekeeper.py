@@ -24,6 +24,7 @@ from clusters.kind import (
     ensure_clock_file,
     wait_until,
 )
+from clusters.walkeeper import bugs  # its list of names: the one module the harness reads
 from harness.errors import BadInput
 
 DAEMONS = Path(__file__).parent / "walkeeper"
@@ -35,6 +36,7 @@ SK_DATA = "/var/lib/harness/safekeeper"
 SLOT = "walproposer"
 AGENT = "walkeeper compute"  # the compute agent's command line, as pgrep and the kill fault see it
 VARIANTS = ("term-history", "epoch")
+BUGS = bugs.NAMES
 DEFAULT_SAFEKEEPERS = 3
 DEFAULT_COMPUTES = 2
 FAILOVER_AFTER = 5.0  # seconds a quorum of safekeepers hears no proposer before a takeover
@@ -60,6 +62,14 @@ class SafekeeperCluster(ClusterKind):
             "standbys that take over when it is lost.",
         ),
         KindOption(
+            "bug",
+            str,
+            "Plant a bug the harness must catch (off by default): "
+            + ", ".join(BUGS)
+            + ". See clusters/walkeeper/bugs.py for the guarantee each breaks.",
+            BUGS,
+        ),
+        KindOption(
             "variant",
             str,
             "Election protocol: term-history (seed 003, default) or epoch (seed 001 as written).",
@@ -79,6 +89,15 @@ class SafekeeperCluster(ClusterKind):
         if variant not in VARIANTS:
             raise BadInput(f"unknown --variant {variant!r}: choose from {', '.join(VARIANTS)}")
         return variant
+
+    @property
+    def bug_flag(self) -> str:
+        bug = self.options.get("bug")
+        if bug is None:
+            return ""
+        if bug not in BUGS:
+            raise BadInput(f"unknown --bug {bug!r}: choose from {', '.join(BUGS)}")
+        return f" --bug {bug}"
 
     def computes(self) -> list[Node]:
         return self.nodes[: count_option(self.options, "computes", DEFAULT_COMPUTES)]
@@ -146,7 +165,7 @@ class SafekeeperCluster(ClusterKind):
         self.daemon(
             node,
             f"safekeeper --name {node.name} --data {SK_DATA} --listen 0.0.0.0:{SK_PORT} "
-            f"--variant {self.variant} --pg-listen 0.0.0.0:{SK_PG_PORT}",
+            f"--variant {self.variant} --pg-listen 0.0.0.0:{SK_PG_PORT}{self.bug_flag}",
             "safekeeper.log",
         )
 
@@ -165,7 +184,7 @@ class SafekeeperCluster(ClusterKind):
             f"compute --name {node.name} --pgdata {pg.PGDATA} --pg-bin {pg.PG_BIN} "
             f"--pg-start {shell_quote(pg.start_command())} --slot {SLOT} {peers} {others} "
             f"--variant {self.variant} --status-port {PROXY_PORT} "
-            f"--failover-after {FAILOVER_AFTER:g}",
+            f"--failover-after {FAILOVER_AFTER:g}{self.bug_flag}",
             "compute.log",
         )
 

@@ -9,7 +9,7 @@ import logging
 import signal
 import sys
 
-from . import wire
+from . import bugs, wire
 from .acceptor import VARIANTS
 
 
@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         default=5.0,
         help="seconds a quorum of safekeepers hears no proposer before a standby takes over",
     )
+    for daemon in (sk, cp):
+        daemon.add_argument(
+            "--bug", action="append", choices=bugs.NAMES, default=[], help="plant a bug (tests)"
+        )
     st = sub.add_parser("status", help="print a daemon's state as JSON")
     st.add_argument("--port", type=int, default=7676)
     st.add_argument("--host", default="127.0.0.1")
@@ -75,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1` prints every thread's stack to the log
+    bugs.ACTIVE.update(getattr(args, "bug", []))
+    if bugs.ACTIVE:
+        logging.getLogger("walkeeper").warning("planted bugs: %s", ", ".join(sorted(bugs.ACTIVE)))
     if args.command == "safekeeper":
         from .safekeeper import serve
 

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from . import termhistory
+from . import bugs, termhistory
 from .storage import Control, Storage
 
 VARIANTS = ("term-history", "epoch")
@@ -102,6 +102,8 @@ class Acceptor:
 
     def _check_leader(self, req: dict[str, Any]) -> None:
         c = self.control
+        if bugs.on("accept-lower-term") and int(req["term"]) <= c.term:
+            return  # the planted bug: an older term's proposer is not fenced
         if int(req["term"]) != c.term or str(req["proposer"]) != c.voted_for:
             raise Refusal(
                 f"term {req['term']} of {req['proposer']} is not the term this safekeeper "
@@ -126,7 +128,7 @@ class Acceptor:
 
     def on_append(self, req: dict[str, Any], payload: bytes, session: dict) -> tuple[dict, bytes]:
         self._check_leader(req)
-        if session.get("term") != self.control.term:
+        if session.get("term") != self.control.term and not bugs.on("accept-lower-term"):
             raise Refusal("append before the proposer announced itself on this connection")
         c, flush, lsn = self.control, self.storage.flush_lsn, int(req["lsn"])
         self.last_heard = time.monotonic()

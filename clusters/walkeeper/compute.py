@@ -27,13 +27,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import wire
+from . import bugs, wire
 from .proposer import Deposed, NoQuorum, Proposer
 from .proxy import STATUS, Session, StatusHandler, StatusServer, is_ours, proposer_id
 
 log = logging.getLogger("compute")
 
 POLL = 1.0
+LEASE_SHARE = 0.6  # of failover_after: the old primary stops before a standby may take over
 READ_CHUNK = 4 << 20
 SEGMENT_IDS = 0x1_0000_0000  # WAL segment names count segments per 4 GiB "log id"
 
@@ -219,7 +220,7 @@ class Agent:
                 time.sleep(POLL)
                 return
             leader = self.current_leader(states)
-            if leader and not is_ours(leader):
+            if leader and not is_ours(leader) and not bugs.on("deposed-primary-serves"):
                 log.warning("the safekeepers follow %s now: rebuilding from it", leader)
                 self.rebuild()
                 return
@@ -234,14 +235,26 @@ class Agent:
             f"application_name={self.cfg.slot}"
         )
         try:
-            Session(conninfo, self.cfg.slot, self.cfg.safekeepers, self.cfg.variant, elected).run()
+            # With another compute to take over, the primary holds a lease: it stops serving
+            # once a quorum has been silent for most of the time a standby waits before acting.
+            serves = bugs.on("deposed-primary-serves") or not self.cfg.computes
+            lease = None if serves else self.cfg.failover_after * LEASE_SHARE
+            session = Session(
+                conninfo, self.cfg.slot, self.cfg.safekeepers, self.cfg.variant, elected, lease
+            )
+            session.run()
         except Deposed as e:
+            if bugs.on("deposed-primary-serves"):
+                log.warning("deposed (%s); the planted bug keeps Postgres serving", e)
+                time.sleep(POLL)
+                return
             log.warning("deposed (%s): stopping Postgres and rebuilding", e)
             self.stop_postgres("immediate")
             STATUS.proposer = None
             self.rebuild()
         except NoQuorum as e:
-            log.warning("session ended: %s", e)
+            log.warning("%s: stopping Postgres until the safekeepers answer again", e)
+            self.stop_postgres("immediate")
         finally:
             STATUS.proposer = None
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import termhistory, wire
+from . import bugs, termhistory, wire
 
 log = logging.getLogger("proposer")
 
@@ -45,6 +46,7 @@ class Peer:
         self.announced = False  # the current connection has accepted our announcement
         self.position: int | None = None  # the next LSN to send it
         self.acked: int | None = None  # how far it holds our log, as far as commit counts
+        self.answered = 0.0  # when it last accepted a request of ours (monotonic)
 
     def call(
         self, header: dict[str, Any], payload: bytes = b"", timeout: float = 3.0
@@ -136,10 +138,12 @@ class Proposer:
             if reply.get("ok"):
                 votes[name] = reply
                 self.peers[name].state = reply
+                self.peers[name].answered = time.monotonic()
         if len(votes) < self.quorum:
             raise NoQuorum(f"{len(votes)} votes for term {term}, need {self.quorum}")
         rank = "last_term" if self.variant == "term-history" else "epoch"
-        donor = max(votes, key=lambda n: (votes[n][rank], votes[n]["flush_lsn"]))
+        choose = min if bugs.on("recover-lowest") else max  # a planted bug takes the least WAL
+        donor = choose(votes, key=lambda n: (votes[n][rank], votes[n]["flush_lsn"]))
         with self.lock:
             self.term, self.donor = term, donor
             self.donor_epoch = votes[donor]["epoch"]
@@ -234,6 +238,7 @@ class Proposer:
             "restart_lsn": self.restart_lsn,
         }
         reply = self._check(peer, peer.call(req, data, self.timeout)[0])
+        peer.answered = time.monotonic()
         peer.position = pos + len(data)
         if self.variant == "term-history" or reply["epoch"] == self.term:
             self._ack(peer, peer.position)
@@ -248,6 +253,12 @@ class Proposer:
             sent = self.step(name, MAX_APPEND if left is None else min(left, MAX_APPEND))
             if left is not None:
                 left -= sent
+
+    def quorum_silent_for(self) -> float:
+        """Seconds since a quorum of safekeepers last accepted our requests: past the lease, this
+        proposer may have been replaced without hearing of it."""
+        times = sorted((p.answered for p in self.peers.values()), reverse=True)
+        return time.monotonic() - times[self.quorum - 1]
 
     def detach(self, name: str) -> None:
         peer = self.peers[name]

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from . import wire
+from . import bugs, wire
 from .pgstream import PgStream, StreamError
 from .proposer import Deposed, NoQuorum, Proposer, Refused
 
@@ -77,10 +77,12 @@ class Session:
         peers: dict[str, tuple[str, int]],
         variant: str,
         proposer: Proposer | None = None,
+        lease: float | None = None,
     ):
         """`proposer`, when given, has already been elected (a takeover): the session goes on
-        with its term and VCL rather than running an election of its own."""
-        self.conninfo, self.slot = conninfo, slot
+        with its term and VCL rather than running an election of its own. With a `lease`, the
+        session ends when no quorum has answered for that long (another compute may take over)."""
+        self.conninfo, self.slot, self.lease = conninfo, slot, lease
         self.proposer = proposer or Proposer(peers, variant, proposer_id())
         self.stop = threading.Event()
         self.failure: BaseException | None = None
@@ -163,7 +165,10 @@ class Session:
                             p.write(body, lsn)
                     else:
                         reply = reply or bool(body)
-            commit = p.commit_lsn
+            # the planted bug acknowledges what the proxy holds, not what a quorum holds
+            if self.lease and p.quorum_silent_for() > self.lease:
+                raise NoQuorum(f"no quorum of safekeepers answered for {self.lease:g} s")
+            commit = p.log_end if bugs.on("ack-before-quorum") else p.commit_lsn
             if reply or commit != reported or time.monotonic() - last > FEEDBACK_INTERVAL:
                 pg.feedback(commit)
                 reported, last = commit, time.monotonic()

@@ -1,5 +1,6 @@
-"""`harness run` on the safekeeper cluster with the compute node cut off from the safekeepers:
-valid, and the history itself shows commits stalling during the partition and resuming after."""
+"""`harness run` on the safekeeper cluster with the primary cut off from the other nodes: with one
+compute, commits stall during the partition and resume after; with two, the standby takes over
+and commits go on through it; and a planted bug that acknowledges before the quorum is caught."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ SECOND = 1_000_000_000
 
 def test_commits_stall_while_the_compute_node_is_cut_off(store: Path) -> None:
     result = harness(
-        "run", "--cluster", "safekeeper", "--workload", "set", "--nemesis", "partition-primary",
-        "--nemesis-interval", "8", "--time", "30", "--settle", "2", "--store", str(store),
+        "run", "--cluster", "safekeeper", "--computes", "1", "--workload", "set",
+        "--nemesis", "partition-primary", "--nemesis-interval", "8", "--time", "30",
+        "--settle", "2", "--store", str(store),
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     run = (store / "latest").resolve()
@@ -37,3 +39,38 @@ def test_commits_stall_while_the_compute_node_is_cut_off(store: Path) -> None:
     assert len(after) > 100, "commits did not resume after the partition healed"
     status = json.loads((run / "nodes" / "cluster-status.json").read_text())
     assert status["kind"] == "safekeeper" and status["term"] >= 1
+
+
+def partition_windows(history: list[dict]) -> list[tuple[int, int]]:
+    faults = [e for e in history if e["process"] == "nemesis" and e["type"] == "info"]
+    starts = [e["time"] for e in faults if e["f"] == "start-partition"]
+    stops = [e["time"] for e in faults if e["f"] == "stop-partition"]
+    return list(zip(starts, stops, strict=False))
+
+
+def run_partitioned(store: Path, *extra: str) -> tuple[int, Path, list[dict]]:
+    """Seed 0's schedule cuts the primary off from about 7 s to 20 s, long enough to fail over."""
+    result = harness(
+        "run", "--cluster", "safekeeper", "--workload", "set", "--nemesis", "partition-primary",
+        "--time", "30", "--settle", "2", "--seed", "0", "--store", str(store), *extra,
+    )  # fmt: skip
+    run = (store / "latest").resolve()
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    return result.returncode, run, history
+
+
+def test_the_standby_takes_over_while_the_primary_is_cut_off(store: Path) -> None:
+    code, run, history = run_partitioned(store)
+    assert code == 0, (run / "results.json").read_text()
+    (start, stop), *_ = partition_windows(history)
+    served = {e["node"] for e in history if e["type"] == "ok" and start < e["time"] < stop}
+    assert "n2" in served, f"no commit went through n2 while n1 was cut off: {served}"
+    logs = (run / "nodes" / "n2" / "harness" / "compute.log").read_text()
+    assert "taking over" in logs and "elected in term" in logs
+
+
+def test_a_planted_acknowledgement_before_the_quorum_loses_writes(store: Path) -> None:
+    code, run, _ = run_partitioned(store, "--bug", "ack-before-quorum")
+    results = json.loads((run / "results.json").read_text())
+    assert code == 1, results
+    assert results["checkers"]["set"]["valid"] is False
