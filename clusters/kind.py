@@ -39,7 +39,8 @@ class Endpoint:
     """Where a client bound to `node` connects. A cluster that fails over lists several hosts
     (libpq tries them in turn and keeps the first that matches `target_session_attrs`, as an
     application would); `nodes` names the node behind each host, so that each operation records
-    the node that served it."""
+    the node that served it. With `two_phase`, a writing transaction ends with PREPARE
+    TRANSACTION and the cluster's leader decides its outcome (the confirm/rollback mode)."""
 
     node: str
     host: str  # one host, or several separated by commas
@@ -48,6 +49,7 @@ class Endpoint:
     user: str
     target_session_attrs: str = "any"
     nodes: tuple[tuple[str, str], ...] = ()  # ("host:port", node name) pairs
+    two_phase: bool = False
 
     @property
     def url(self) -> str:

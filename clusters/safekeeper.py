@@ -24,7 +24,8 @@ from clusters.kind import (
     ensure_clock_file,
     wait_until,
 )
-from clusters.walkeeper import bugs  # its list of names: the one module the harness reads
+from clusters.walkeeper import bugs  # its lists of names: the modules the harness reads
+from clusters.walkeeper.limbo import MODES
 from harness.errors import BadInput
 
 DAEMONS = Path(__file__).parent / "walkeeper"
@@ -40,12 +41,14 @@ BUGS = bugs.NAMES
 DEFAULT_SAFEKEEPERS = 3
 DEFAULT_COMPUTES = 2
 FAILOVER_AFTER = 5.0  # seconds a quorum of safekeepers hears no proposer before a takeover
+SYNCHRO_TIMEOUT = 2.0  # confirm-rollback: seconds a transaction waits for the quorum
 
 COMPUTE_CONF = f"""
 synchronous_standby_names = '{SLOT}'
 max_wal_senders = 10
 max_replication_slots = 10
 wal_sender_timeout = 60s
+max_prepared_transactions = 100
 """
 
 
@@ -70,6 +73,20 @@ class SafekeeperCluster(ClusterKind):
             BUGS,
         ),
         KindOption(
+            "mode",
+            str,
+            "safekeeper (default): a commit returns once a quorum has its WAL. "
+            "confirm-rollback (seed 002): clients PREPARE, the leader confirms once a quorum has "
+            "it or rolls back after --synchro-timeout; see README.md for what a client sees.",
+            MODES,
+        ),
+        KindOption(
+            "synchro_timeout",
+            float,
+            f"confirm-rollback: seconds a transaction waits for the quorum before the leader rolls "
+            f"it back (default {SYNCHRO_TIMEOUT:g}).",
+        ),
+        KindOption(
             "variant",
             str,
             "Election protocol: term-history (seed 003, default) or epoch (seed 001 as written).",
@@ -89,6 +106,20 @@ class SafekeeperCluster(ClusterKind):
         if variant not in VARIANTS:
             raise BadInput(f"unknown --variant {variant!r}: choose from {', '.join(VARIANTS)}")
         return variant
+
+    @property
+    def mode(self) -> str:
+        mode = self.options.get("mode") or MODES[0]
+        if mode not in MODES:
+            raise BadInput(f"unknown --mode {mode!r}: choose from {', '.join(MODES)}")
+        return mode
+
+    @property
+    def synchro_timeout(self) -> float:
+        timeout = self.options.get("synchro_timeout") or SYNCHRO_TIMEOUT
+        if timeout <= 0:
+            raise BadInput(f"--synchro-timeout must be positive, not {timeout!r}")
+        return float(timeout)
 
     @property
     def bug_flag(self) -> str:
@@ -184,7 +215,8 @@ class SafekeeperCluster(ClusterKind):
             f"compute --name {node.name} --pgdata {pg.PGDATA} --pg-bin {pg.PG_BIN} "
             f"--pg-start {shell_quote(pg.start_command())} --slot {SLOT} {peers} {others} "
             f"--variant {self.variant} --status-port {PROXY_PORT} "
-            f"--failover-after {FAILOVER_AFTER:g}{self.bug_flag}",
+            f"--failover-after {FAILOVER_AFTER:g} --mode {self.mode} "
+            f"--synchro-timeout {self.synchro_timeout:g}{self.bug_flag}",
             "compute.log",
         )
 
@@ -201,6 +233,7 @@ class SafekeeperCluster(ClusterKind):
                 pg.USER,
                 "read-write",
                 tuple((f"{host}:{port}", name) for name, host, port in addresses),
+                self.mode == "confirm-rollback",
             )
         ]
 
@@ -288,7 +321,9 @@ def count_option(options: dict[str, Any], name: str, default: int) -> int:
 
 
 def base_backup(node: Node, source: Node) -> None:
-    """A standby's data directory: a copy of the primary's, marked to start in standby mode."""
+    """A standby's data directory: a copy of the primary's, marked to start in standby mode.
+    Without WAL: the standby replays only committed WAL, from the safekeepers (see the compute
+    agent's rebuild)."""
     node.exec(
         f"mkdir -p {pg.LOG_DIR} /var/lib/harness && rm -rf {pg.PGDATA} && "
         f"chown postgres:postgres {pg.LOG_DIR} /var/lib/harness"
@@ -296,7 +331,7 @@ def base_backup(node: Node, source: Node) -> None:
     node.exec(
         pg.as_postgres(
             f"{pg.PG_BIN}/pg_basebackup -h {source.name} -p {pg.PORT} -U {pg.USER} "
-            f"-D {pg.PGDATA} -X stream -c fast && touch {pg.PGDATA}/standby.signal"
+            f"-D {pg.PGDATA} -X none -c fast && touch {pg.PGDATA}/standby.signal"
         )
     )
 

@@ -86,6 +86,7 @@ class Runner:
             self.cfg.op_timeout,
             ep.target_session_attrs,
             dict(ep.nodes),
+            ep.two_phase,
         )
 
     def run(self) -> RunResult:

@@ -20,6 +20,7 @@ import psycopg
 from psycopg import IsolationLevel
 
 from workloads.base import Definite, Workload
+from workloads.confirm_rollback import prepare_and_wait
 from workloads.errors import Phase, classify, describe
 
 ISOLATION_LEVELS = {
@@ -74,6 +75,7 @@ class PostgresClient:
         timeout: float,
         target_session_attrs: str = "any",
         nodes: dict[str, str] | None = None,
+        two_phase: bool = False,
     ) -> None:
         self._params = {
             "host": host,
@@ -85,6 +87,7 @@ class PostgresClient:
         self._nodes = nodes or {}
         self._isolation = ISOLATION_LEVELS[isolation]
         self._timeout = timeout
+        self._two_phase = two_phase
         self._conn: psycopg.Connection | None = None
 
     def connect(self) -> psycopg.Connection:
@@ -126,7 +129,10 @@ class PostgresClient:
                 try:
                     result = workload.invoke(conn, f, value)
                     phase = "commit"
-                    conn.commit()
+                    if self._two_phase and not read_only:
+                        prepare_and_wait(conn)  # the confirm/rollback mode's commit
+                    else:
+                        conn.commit()
                 except Definite as e:
                     conn.rollback()
                     return Completion("fail", value, str(e))

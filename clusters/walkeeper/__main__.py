@@ -11,6 +11,7 @@ import sys
 
 from . import bugs, wire
 from .acceptor import VARIANTS
+from .limbo import MODES
 
 
 def address(text: str) -> tuple[str, tuple[str, int]]:
@@ -64,6 +65,18 @@ def main(argv: list[str] | None = None) -> int:
         default=5.0,
         help="seconds a quorum of safekeepers hears no proposer before a standby takes over",
     )
+    cp.add_argument(
+        "--mode",
+        choices=MODES,
+        default="safekeeper",
+        help="confirm-rollback: clients prepare, the leader confirms or rolls back (limbo.py)",
+    )
+    cp.add_argument(
+        "--synchro-timeout",
+        type=float,
+        default=2.0,
+        help="confirm-rollback: seconds a transaction may wait for the quorum before rollback",
+    )
     for daemon in (sk, cp):
         daemon.add_argument(
             "--bug", action="append", choices=bugs.NAMES, default=[], help="plant a bug (tests)"
@@ -103,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             dict(args.compute),
             args.variant,
             args.failover_after,
+            args.mode,
+            args.synchro_timeout,
         )
         serve_compute(cfg, args.status_port)
     else:

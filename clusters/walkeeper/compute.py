@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import bugs, wire
+from .limbo import Limbo
 from .proposer import Deposed, NoQuorum, Proposer
 from .proxy import STATUS, Session, StatusHandler, StatusServer, is_ours, proposer_id
 
@@ -36,6 +37,7 @@ log = logging.getLogger("compute")
 POLL = 1.0
 LEASE_SHARE = 0.6  # of failover_after: the old primary stops before a standby may take over
 READ_CHUNK = 4 << 20
+STUCK_AFTER = 60.0  # seconds a standby may replay without becoming consistent before a rebuild
 SEGMENT_IDS = 0x1_0000_0000  # WAL segment names count segments per 4 GiB "log id"
 
 
@@ -50,6 +52,8 @@ class Config:
     computes: dict[str, tuple[str, int]]  # the other computes' Postgres
     variant: str
     failover_after: float
+    mode: str = "safekeeper"
+    synchro_timeout: float = 2.0
 
     @property
     def quorum(self) -> int:
@@ -65,6 +69,7 @@ class Agent:
         self.cfg = cfg
         self.role = "starting"
         self.takeovers = 0
+        self.limbo: Limbo | None = None
 
     # -- Postgres ----------------------------------------------------------------------------
 
@@ -140,6 +145,7 @@ class Agent:
         self.role = "standby"
         self.start_postgres()
         log.info("standby: replaying the safekeepers' committed WAL")
+        started = time.monotonic()
         while os.path.exists(self.standby_signal):
             self.start_postgres()
             states = self.safekeeper_states()
@@ -150,7 +156,23 @@ class Agent:
                 )
                 self.primary(self.take_over())
                 return
+            if self.consistent():
+                started = time.monotonic()
+            elif time.monotonic() - started > STUCK_AFTER:
+                # its base backup ends in WAL the quorum never got (the primary it copied was
+                # deposed): the committed log can never make this copy consistent
+                log.warning("not consistent after %.0f s of replay: rebuilding", STUCK_AFTER)
+                self.rebuild()
+                return
             time.sleep(POLL)
+
+    def consistent(self) -> bool:
+        """Whether Postgres answers queries: a standby does once it reached a consistent state."""
+        try:
+            self.query("SELECT 1")
+        except Exception:
+            return False
+        return True
 
     def take_over(self) -> Proposer:
         """Win an election, bring Postgres up to its VCL, and start it as the primary."""
@@ -224,6 +246,10 @@ class Agent:
                 log.warning("the safekeepers follow %s now: rebuilding from it", leader)
                 self.rebuild()
                 return
+        limbo = None
+        if self.cfg.mode == "confirm-rollback":
+            limbo = Limbo(self.cfg.local, self.cfg.pgdata, self.cfg.slot, self.cfg.synchro_timeout)
+            limbo.close_gate()
         self.start_postgres()
         self.query(
             "SELECT pg_create_physical_replication_slot(slot_name, true) FROM "
@@ -234,6 +260,9 @@ class Agent:
             f"host=127.0.0.1 port=5432 user=postgres replication=true "
             f"application_name={self.cfg.slot}"
         )
+        if limbo is not None:
+            self.limbo = limbo
+            threading.Thread(target=limbo.run, daemon=True, name="limbo").start()
         try:
             # With another compute to take over, the primary holds a lease: it stops serving
             # once a quorum has been silent for most of the time a standby waits before acting.
@@ -257,6 +286,8 @@ class Agent:
             self.stop_postgres("immediate")
         finally:
             STATUS.proposer = None
+            if limbo is not None:
+                limbo.stop.set()
 
     def rebuild(self) -> None:
         """A fresh copy of the current primary's data directory, started as a standby."""
@@ -265,8 +296,11 @@ class Agent:
         target = self.cfg.pgdata + ".rebuild"
         for name, (host, port) in self.cfg.computes.items():
             shutil.rmtree(target, ignore_errors=True)
+            # Without WAL (-X none): the standby replays from the safekeepers, which serve only
+            # committed WAL. The primary's own WAL may run past the quorum's, and a standby
+            # replaying that tail would serve it after a takeover.
             cmd = (
-                f"pg_basebackup -h {host} -p {port} -U postgres -D {target} -X stream -c fast "
+                f"pg_basebackup -h {host} -p {port} -U postgres -D {target} -X none -c fast "
                 "--no-password"
             )
             result = self._pg(cmd, check=False)
@@ -288,7 +322,8 @@ class Agent:
         raise RuntimeError("no other compute gave a base backup")
 
     def report(self) -> dict[str, Any]:
-        return {"compute": self.cfg.name, "role": self.role, "takeovers": self.takeovers}
+        state = {"compute": self.cfg.name, "role": self.role, "takeovers": self.takeovers}
+        return state | (self.limbo.report() if self.limbo else {})
 
 
 def serve(cfg: Config, status_port: int) -> None:

@@ -35,8 +35,14 @@ TAKEOVER_WITHIN = 60.0  # a liveness bound, far above the 5 s the standby waits 
 
 @pytest.fixture(scope="module")
 def cluster(docker_backend: DockerBackend, module_cluster_name: str) -> Iterator[SafekeeperCluster]:
-    options = {"safekeepers": 3, "computes": 2}
-    cluster = SafekeeperCluster(docker_backend, module_cluster_name, options)
+    yield from with_table(docker_backend, module_cluster_name, {"safekeepers": 3, "computes": 2})
+
+
+def with_table(
+    backend: DockerBackend, name: str, options: dict[str, object]
+) -> Iterator[SafekeeperCluster]:
+    """A deployed cluster with the test table, healed of any fault afterwards."""
+    cluster = SafekeeperCluster(backend, name, options)
     cluster.deploy(lambda msg: None)
     with psycopg.connect(**params(cluster.endpoints()[0]), autocommit=True) as conn:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (x bigint PRIMARY KEY)")

@@ -1,0 +1,97 @@
+"""The confirm/rollback mode of the `safekeeper` cluster, on real Postgres in containers: two
+computes and three safekeepers, clients ending their writes with PREPARE TRANSACTION.
+
+A transaction the quorum holds is confirmed and acknowledged; one whose quorum is not collected
+within the synchronous timeout is rolled back, the client is told so, and it never becomes
+visible, not even after the leader that rolled it back is replaced.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from clusters.docker_backend import DockerBackend
+from clusters.safekeeper import SafekeeperCluster
+from nemesis.kill import Kill
+from nemesis.pause import Pause
+from tests.integration.conftest import eventually
+from tests.integration.test_failover import (
+    TAKEOVER_WITHIN,
+    VALUES,
+    direct,
+    new_leader,
+    node,
+    params,
+    rows,
+    with_table,
+)
+from tests.integration.test_safekeeper_cluster import TABLE
+from workloads.base import Definite
+from workloads.confirm_rollback import ROLLED_BACK, prepare_and_wait
+
+pytestmark = pytest.mark.docker
+
+SYNCHRO_TIMEOUT = 1.0
+# Long enough for the leader to roll back, short enough that its lease (3 s of a silent quorum)
+# keeps Postgres up, so the rollback reaches the quorum once the safekeepers wake.
+QUORUM_LATE_BY = 1.7
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_backend: DockerBackend, module_cluster_name: str) -> Iterator[SafekeeperCluster]:
+    options = {
+        "safekeepers": 3,
+        "computes": 2,
+        "mode": "confirm-rollback",
+        "synchro_timeout": SYNCHRO_TIMEOUT,
+    }
+    yield from with_table(docker_backend, module_cluster_name, options)
+
+
+def insert_prepared(cluster: SafekeeperCluster, value: int) -> None:
+    """A client's write in this mode: PREPARE, then the leader's decision once a quorum holds
+    it (raises Definite when it was rolled back)."""
+    with psycopg.connect(**params(cluster.endpoints()[0])) as conn:
+        conn.execute(f"INSERT INTO {TABLE} VALUES (%s)", (value,))
+        prepare_and_wait(conn)
+
+
+def test_a_write_the_quorum_holds_is_confirmed(cluster: SafekeeperCluster) -> None:
+    value = next(VALUES)
+    insert_prepared(cluster, value)
+    assert value in rows(cluster.endpoints()[0])
+    status = cluster.agent_status(node(cluster, cluster.leader() or ""))
+    assert status["confirmed"] >= 1 and status["limbo"] == 0
+
+
+def test_a_write_without_a_quorum_in_time_is_rolled_back_for_good(
+    cluster: SafekeeperCluster,
+) -> None:
+    old = cluster.leader()
+    assert old is not None
+    late = Pause("majority", [n.name for n in cluster.safekeepers()[:2]])
+    value = next(VALUES)
+    late.start(cluster)
+    threading.Timer(QUORUM_LATE_BY, late.stop, (cluster,)).start()
+    started = time.monotonic()
+    with pytest.raises(Definite, match=ROLLED_BACK):
+        insert_prepared(cluster, value)
+    print(f"rolled back and told in {time.monotonic() - started:.1f} s")
+    assert value not in rows(cluster.endpoints()[0])
+    assert cluster.agent_status(node(cluster, old))["rolled_back"] >= 1
+    # the leader that rolled it back is replaced: its successor's WAL holds the rollback
+    fault = Kill("primaries", [old])
+    fault.start(cluster)
+    try:
+        leader = eventually(lambda: new_leader(cluster, old), "a takeover", TAKEOVER_WITHIN)
+        after = next(VALUES)
+        insert_prepared(cluster, after)
+    finally:
+        fault.stop(cluster)
+    kept = rows(direct(node(cluster, leader)))
+    assert after in kept and value not in kept, "a rolled-back write became visible"
