@@ -2,17 +2,26 @@
 
 Checkers work on the operations table. Values stay JSON text in both tables (Parquet-friendly, and
 each checker parses the shape it expects); `op_dicts` turns operations back into plain dicts with
-parsed values for the anomalies that checkers report.
+parsed values for the anomalies that checkers report. `store_operations` writes the operations
+table of a history in one pass when the history is well formed, and otherwise goes through
+`load_events` and `operations`, which say what is wrong.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import shutil
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+import numpy as np
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 
 from harness.errors import BadInput
@@ -24,6 +33,18 @@ _EVENT_SCHEMA = (
     "index bigint, time bigint, process variant, type string, f variant, value variant, "
     "node string, error string, workload string"
 )
+# The fast path (store_operations) reads process and f as text: a JSON string's content, or the
+# JSON text of anything else. It takes only texts that no JSON type but the allowed ones can give
+# (a process: an integer in BIGINT range or a string; an f: a string), so what it takes is what
+# the detailed path makes of the same line; anything else sends the history down that path.
+_FAST_SCHEMA = _EVENT_SCHEMA.replace("process variant", "process string").replace(
+    "f variant", "f string"
+)
+_FAST_PROCESS = rf"^(0|-?[1-9][0-9]{{0,17}}|{NEMESIS})$"
+_FAST_F = r"^[A-Za-z][A-Za-z0-9_-]*$"
+_JSON_WORDS = ("true", "false", "null", "NaN", "Infinity", "INF")
+# What the fast path parses instead of a line it does not vouch for: no JSON, so a bad event.
+_UNVOUCHED = "!"
 _INT64 = range(-(2**63), 2**63)
 PARTIAL_LINE_NOTE = "the last line was cut off by a crash and was skipped"
 
@@ -42,6 +63,46 @@ OP_COLUMNS = (
     "error",
     "latency_ns",
 )
+# Small row groups: set reads are large values, and readers buffer a whole row group.
+ROW_GROUP_BYTES = 16 * 1024 * 1024
+
+
+def store_operations(
+    spark: SparkSession,
+    path: Path,
+    table: Path,
+    prepare: Callable[[DataFrame], DataFrame] | None = None,
+) -> tuple[int, list[str]]:
+    """Write the history's operations table at `table` (Parquet, replacing it): (events, notes).
+
+    The table, the event count, the notes and any BadInput are those of
+    `operations(load_events(spark, path))`, with `prepare` applied before the write. A well-formed
+    history is read once: parsed, validated, paired and written in one Spark job that counts what
+    would make it bad (observed metrics), then its indices are checked for duplicates on the
+    driver. Anything the fast path does not vouch for (a malformed or unusual line, a broken
+    alternation, a shared index) sends the history down the detailed path, which finds it and
+    says what it is or, when it is only unusual, builds the table itself. Nothing is left behind
+    when the history is bad: the table is written beside its place and renamed into it.
+    """
+    if not path.is_file():
+        raise BadInput(f"history file {path} does not exist")
+    prepare = prepare or (lambda ops: ops)
+    created = next((d for d in reversed(table.parents) if not d.exists()), None)
+    table.parent.mkdir(parents=True, exist_ok=True)
+    draft = table.with_name(f".{table.name}.{uuid.uuid4().hex}")
+    try:
+        stored = _store_fast(spark, path, draft, prepare)
+        if stored is None:
+            shutil.rmtree(draft, ignore_errors=True)
+            loaded, notes = load_events(spark, path)
+            stored = loaded.count(), notes
+            _write(prepare(operations(loaded)), draft)
+    except BaseException:
+        shutil.rmtree(created or draft, ignore_errors=True)
+        raise
+    shutil.rmtree(table, ignore_errors=True)
+    draft.rename(table)
+    return stored
 
 
 def load_events(spark: SparkSession, path: Path) -> tuple[DataFrame, list[str]]:
@@ -53,33 +114,9 @@ def load_events(spark: SparkSession, path: Path) -> tuple[DataFrame, list[str]]:
     """
     if not path.is_file():
         raise BadInput(f"history file {path} does not exist")
-    skip_last = has_partial_last_line(path) and not _is_json(_last_line(path))
-    lines = spark.read.option("lineSep", "\n").text(str(path))
-    parsed = lines.filter(F.trim("value") != "").select(
-        F.from_json("value", _EVENT_SCHEMA, {"allowSingleQuotes": "false"}).alias("e")
-    )
-    process_ok = F.schema_of_variant("e.process").isin("BIGINT", "STRING")
-    f_ok = F.schema_of_variant("e.f") == "STRING"
-    good = (
-        F.col("e.index").isNotNull()
-        & F.col("e.time").isNotNull()
-        & process_ok
-        & F.col("e.type").isin(*EVENT_TYPES)
-        & f_ok
-    )
+    skip_last = _cut_off(path) is not None
     # Parsed once and kept: validation, counting and pairing all read it.
-    checked = parsed.select(
-        good.alias("good"),
-        F.col("e.index").alias("index"),
-        F.col("e.time").alias("time"),
-        F.expr("variant_get(e.process, '$', 'string')").alias("process"),
-        F.col("e.type").alias("type"),
-        F.expr("variant_get(e.f, '$', 'string')").alias("f"),
-        F.coalesce(F.to_json("e.value"), F.lit("null")).alias("value"),
-        F.col("e.node").alias("node"),
-        F.col("e.error").alias("error"),
-        F.col("e.workload").alias("workload"),
-    ).localCheckpoint()
+    checked = _checked(_lines(spark, path)).localCheckpoint()
     stats = checked.agg(
         F.count(F.when(~F.col("good"), 1)).alias("bad"),
         F.count(F.when(F.col("good"), 1)).alias("events"),
@@ -103,6 +140,146 @@ def operations(events: DataFrame) -> DataFrame:
     A client completion with no invocation, or a second invocation before the first completed,
     means the history is broken: BadInput.
     """
+    # Kept: the problem check and every checker read it; pairing moves the largest values.
+    rows = _paired(events).localCheckpoint()
+    first = rows.filter(F.col("problem").isNotNull()).orderBy("invoke_index").first()
+    if first is not None:
+        what = first["problem"].format(prev=first["prev_index"], prev_f=first["prev_f"])
+        raise BadInput(
+            f"history event index {first['invoke_index']} (process {first['process']}, "
+            f"{first['event_type']} {first['f']!r}) {what}: every operation is an invoke "
+            "followed by its completion on the same process"
+        )
+    return rows.filter(F.col("problem").isNull()).select(*OP_COLUMNS)
+
+
+def _store_fast(
+    spark: SparkSession, path: Path, draft: Path, prepare: Callable[[DataFrame], DataFrame]
+) -> tuple[int, list[str]] | None:
+    """Parse, check, pair and write in one job: (events, notes), or None to go the detailed way.
+    What it writes is the detailed path's table whenever it returns.
+
+    With no bad event (but a line cut off by a crash) and no broken alternation, each event is
+    an operation's invocation or its completion, so the written indices are all the events' and
+    tell whether two are the same.
+    """
+    counts = Observation()
+    rows = _paired(_fast_checked(_lines(spark, path)), counts)
+    _write(prepare(rows.filter(F.col("problem").isNull()).select(*OP_COLUMNS)), draft)
+    try:
+        seen = counts.get
+    except (Py4JError, PySparkException):  # no metrics: the detailed path will tell
+        return None
+    cut_off = seen["bad"] == 1 and _only_bad_line(spark, _cut_off(path))
+    if (seen["bad"] and not cut_off) or seen["problems"]:
+        return None
+    if not _distinct_indices(draft, seen["events"]):
+        return None
+    return seen["events"], [PARTIAL_LINE_NOTE] if cut_off else []
+
+
+def _only_bad_line(spark: SparkSession, line: str | None) -> bool:
+    """Whether a line the fast path found bad, its only one, is the cut-off last `line`: the
+    last line is bad to both paths, so it is the one (a copy elsewhere would be a second). A line
+    that is not valid UTF-8 (read with replacements here) is left to the detailed path."""
+    if line is None or "\ufffd" in line:
+        return False
+    lines = _lines(spark, spark.createDataFrame([(line,)], "value string"))
+    fast = [row["good"] for row in _fast_checked(lines).select("good").collect()]
+    detailed = [row["good"] for row in _checked(lines).select("good").collect()]
+    return fast == [False] and detailed == [False]
+
+
+def _cut_off(path: Path) -> str | None:
+    """The last line when a crash cut it off (no newline after it, and not JSON), else None."""
+    if not has_partial_last_line(path):
+        return None
+    line = _last_line(path)
+    return None if _is_json(line) else line
+
+
+def _lines(spark: SparkSession, source: Path | DataFrame) -> DataFrame:
+    """The history's lines as Spark reads them (column `value`), blank ones left out."""
+    if isinstance(source, Path):
+        source = spark.read.option("lineSep", "\n").text(str(source))
+    return source.filter(F.trim("value") != "")
+
+
+def _checked(lines: DataFrame) -> DataFrame:
+    """The events of load_events, and the lines that are no event, after a `good` column."""
+    parsed = lines.select(
+        F.from_json("value", _EVENT_SCHEMA, {"allowSingleQuotes": "false"}).alias("e")
+    )
+    process_ok = F.schema_of_variant("e.process").isin("BIGINT", "STRING")
+    f_ok = F.schema_of_variant("e.f") == "STRING"
+    good = (
+        F.col("e.index").isNotNull()
+        & F.col("e.time").isNotNull()
+        & process_ok
+        & F.col("e.type").isin(*EVENT_TYPES)
+        & f_ok
+    )
+    # A field left out (no process, no type) is null to Spark: not an event either.
+    good = F.coalesce(good, F.lit(False))
+    return _event_columns(
+        parsed,
+        good,
+        F.expr("variant_get(e.process, '$', 'string')"),
+        F.expr("variant_get(e.f, '$', 'string')"),
+    )
+
+
+def _fast_checked(lines: DataFrame) -> DataFrame:
+    """What _checked makes of the lines, faster, where `good` is true; elsewhere a bad event.
+
+    Lines that begin with "{" and are valid UTF-8 (what the history writer writes) are parsed as
+    `from_json` parses them, only faster (Spark's JSON reader), with process and f as text taken
+    only where no JSON type but the allowed ones could have produced it; every other line is a
+    bad event. Bad events stay in, to be counted after the shuffle (Spark drops the metrics of an
+    empty stage): with no process and no type, they share a partition and make no operation.
+    """
+    text = F.col("value")
+    vouched = F.startswith(text, F.lit("{")) & F.is_valid_utf8(text)
+    parsed = lines.sparkSession.read.json(
+        lines.select(F.when(vouched, text).otherwise(_UNVOUCHED).alias("value")),
+        schema=_FAST_SCHEMA,
+        allowSingleQuotes=False,
+    ).alias("e")
+    good = (
+        F.col("e.index").isNotNull()
+        & F.col("e.time").isNotNull()
+        & F.col("e.process").rlike(_FAST_PROCESS)
+        & F.col("e.type").isin(*EVENT_TYPES)
+        & F.col("e.f").rlike(_FAST_F)
+        & ~F.col("e.f").isin(*_JSON_WORDS)
+    )
+    good = F.coalesce(good, F.lit(False))
+    checked = _event_columns(parsed, good, F.when(good, F.col("e.process")), F.col("e.f"))
+    return checked.withColumn("type", F.when(F.col("good"), F.col("type")))
+
+
+def _event_columns(parsed: DataFrame, good: Column, process: Column, f: Column) -> DataFrame:
+    """The events table's columns, after `good`, from a parse whose fields are `e.…`."""
+    return parsed.select(
+        good.alias("good"),
+        F.col("e.index").alias("index"),
+        F.col("e.time").alias("time"),
+        process.alias("process"),
+        F.col("e.type").alias("type"),
+        f.alias("f"),
+        F.coalesce(F.to_json("e.value"), F.lit("null")).alias("value"),
+        F.col("e.node").alias("node"),
+        F.col("e.error").alias("error"),
+        F.col("e.workload").alias("workload"),
+    )
+
+
+def _paired(events: DataFrame, counts: Observation | None = None) -> DataFrame:
+    """Each invocation with its completion (the next event of its process), each lone nemesis
+    completion, and each event that breaks the alternation, with `problem` saying how.
+
+    With `counts`, events have a `good` column, and the bad ones, the good ones and the problems
+    are counted into it."""
     by_process = Window.partitionBy("process").orderBy("index")
     outcome = ("index", "time", "type", "value", "node", "error", "workload")
     paired = events.select(
@@ -114,43 +291,58 @@ def operations(events: DataFrame) -> DataFrame:
     follows_invoke = F.coalesce(F.col("prev.type") == "invoke", F.lit(False))
     nemesis = F.col("process") == NEMESIS
     problem = F.when(~nemesis, _problem(invoke, follows_invoke))
+    if counts is not None:
+        paired = paired.observe(
+            counts,
+            F.count(F.when(~F.col("good"), 1)).alias("bad"),
+            F.count(F.when(F.col("good"), 1)).alias("events"),
+            F.count(problem).alias("problems"),
+        )
     # A nemesis completion with no invocation is its own completion.
     done = F.when(invoke, F.when(F.col("next.type") != "invoke", F.col("next"))).otherwise(
         F.struct(*outcome)
     )
-    # Kept: the problem check and every checker read it; pairing moves the largest values.
-    rows = (
-        paired.filter(invoke | (nemesis & ~follows_invoke) | problem.isNotNull())
-        .select(
-            problem.alias("problem"),
-            F.col("prev.index").alias("prev_index"),
-            F.col("prev.f").alias("prev_f"),
-            "process",
-            F.col("type").alias("event_type"),
-            F.coalesce("workload", done.workload).alias("workload"),
-            "f",
-            F.coalesce(done.node, "node").alias("node"),
-            F.coalesce(done.type, F.lit("info")).alias("type"),
-            F.col("index").alias("invoke_index"),
-            F.col("time").alias("invoke_time"),
-            done.index.alias("complete_index"),
-            done.time.alias("complete_time"),
-            F.col("value").alias("invoke_value"),
-            F.coalesce(done.value, "value").alias("value"),
-            done.error.alias("error"),
-            (done.time - F.col("time")).alias("latency_ns"),
-        )
-        .localCheckpoint()
+    return paired.filter(invoke | (nemesis & ~follows_invoke) | problem.isNotNull()).select(
+        problem.alias("problem"),
+        F.col("prev.index").alias("prev_index"),
+        F.col("prev.f").alias("prev_f"),
+        "process",
+        F.col("type").alias("event_type"),
+        F.coalesce("workload", done.workload).alias("workload"),
+        "f",
+        F.coalesce(done.node, "node").alias("node"),
+        F.coalesce(done.type, F.lit("info")).alias("type"),
+        F.col("index").alias("invoke_index"),
+        F.col("time").alias("invoke_time"),
+        done.index.alias("complete_index"),
+        done.time.alias("complete_time"),
+        F.col("value").alias("invoke_value"),
+        F.coalesce(done.value, "value").alias("value"),
+        done.error.alias("error"),
+        (done.time - F.col("time")).alias("latency_ns"),
     )
-    first = rows.filter(F.col("problem").isNotNull()).orderBy("invoke_index").first()
-    if first is not None:
-        what = first["problem"].format(prev=first["prev_index"], prev_f=first["prev_f"])
-        raise BadInput(
-            f"history event index {first['invoke_index']} (process {first['process']}, "
-            f"{first['event_type']} {first['f']!r}) {what}: every operation is an invoke "
-            "followed by its completion on the same process"
-        )
-    return rows.filter(F.col("problem").isNull()).select(*OP_COLUMNS)
+
+
+def _write(ops: DataFrame, table: Path) -> None:
+    """The operations as Parquet at `table`, each file in invocation order.
+
+    Nothing reads the table in file order (the checkers order what they need), so there is no
+    global sort, which would move every operation once more; sorted files keep each row group's
+    index range narrow for lookups by invoke_index."""
+    ops.sortWithinPartitions("invoke_index").write.mode("overwrite").option(
+        "parquet.block.size", ROW_GROUP_BYTES
+    ).parquet(str(table))
+
+
+def _distinct_indices(table: Path, events: int) -> bool:
+    """Whether the table's operations hold `events` distinct indices: each invocation's, and each
+    completion's that is another event than the invocation (a lone nemesis completion is both)."""
+    indices = pq.read_table(table, columns=["invoke_index", "complete_index"])
+    invoked, completed = indices["invoke_index"], indices["complete_index"]
+    other = pc.fill_null(pc.not_equal(completed, invoked), False)
+    every = np.concatenate([invoked.to_numpy(), pc.filter(completed, other).to_numpy()])
+    every.sort()
+    return len(every) == events and not np.any(every[1:] == every[:-1])
 
 
 def op_dicts(ops: DataFrame, indices: Iterable[int]) -> dict[int, dict[str, Any]]:

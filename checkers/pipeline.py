@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from checkers import ALWAYS, CHECKERS, WORKLOAD_CHECKERS
-from checkers.history_table import load_events, operations
+from checkers.history_table import store_operations
 from harness.errors import BadInput, InfraError
 from harness.history import NEMESIS
 from harness.verdict import combine, word
 
 OPS_TABLE = "ops.parquet"
-ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
 def analyze(
@@ -52,21 +52,11 @@ def _analyze(
     workloads: list[str],
     params: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    events, notes = load_events(spark, history)
-    event_count = events.count()
-    ops = operations(events)
-    if len(workloads) == 1:
-        # A single-workload history written by hand need not tag its events.
-        client = F.col("process") != NEMESIS
-        ops = ops.withColumn(
-            "workload", F.when(client, F.coalesce("workload", F.lit(workloads[0])))
-        )
-    out_dir.mkdir(parents=True, exist_ok=True)
     table = out_dir / OPS_TABLE
-    # Small row groups: set reads are large values, and readers buffer a whole row group.
-    ops.orderBy("invoke_index").write.mode("overwrite").option(
-        "parquet.block.size", ROW_GROUP_BYTES
-    ).parquet(str(table))
+    tag = _tag(workloads[0]) if len(workloads) == 1 else None
+    event_count, notes = store_operations(spark, history, table, tag)
+    # The checkers read the table as written: no copy of the operations stays in memory.
+    ops = spark.read.parquet(str(table))
 
     results: dict[str, dict[str, Any]] = {}
     for workload in workloads:
@@ -89,6 +79,14 @@ def _analyze(
         "notes": notes,
         "history": {"path": str(history), "events": event_count},
     }
+
+
+def _tag(workload: str) -> Callable[[DataFrame], DataFrame]:
+    """A single-workload history written by hand need not tag its events: its client operations
+    are the workload's."""
+    client = F.col("process") != NEMESIS
+    workload_of = F.when(client, F.coalesce("workload", F.lit(workload)))
+    return lambda ops: ops.withColumn("workload", workload_of)
 
 
 def _run(name: str, ops: DataFrame, params: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from checkers.history_table import PARTIAL_LINE_NOTE, load_events, op_dict, operations
+from checkers.history_table import (
+    OP_COLUMNS,
+    PARTIAL_LINE_NOTE,
+    load_events,
+    op_dict,
+    operations,
+    store_operations,
+)
 from harness.errors import BadInput
 
 WriteHistory = Callable[..., Path]
@@ -73,6 +80,8 @@ def test_a_complete_last_line_without_newline_is_kept(
         ('{"index": 1, "process": 0, "type": "ok", "f": "x"}', "no time"),
         ('{"index": 1, "time": 1, "process": [0], "type": "ok", "f": "x"}', "process [0]"),
         ('{"index": 1, "time": 1, "process": 0, "type": "ok", "f": 3}', "f 3"),
+        ('{"index": 1, "time": 1, "type": "ok", "f": "x"}', "process null"),
+        ('{"index": 1, "time": 1, "process": 0, "f": "x"}', "type null"),
     ],
 )
 def test_a_malformed_line_is_named_by_number(
@@ -190,3 +199,78 @@ def test_events_written_by_the_harness_load(spark: SparkSession, tmp_path: Path)
     (op,) = ops_list(spark, path)
     assert (op["workload"], op["value"]) == ("bank", {"0": 5})
     assert json.loads(path.read_text().splitlines()[0])["index"] == 0
+
+
+def stored(spark: SparkSession, path: Path, table: Path) -> tuple[Any, ...]:
+    """What store_operations makes of a history: events, notes and the table's rows."""
+    events, notes = store_operations(spark, path, table)
+    rows = spark.read.parquet(str(table)).select(*OP_COLUMNS).orderBy("invoke_index").collect()
+    return events, notes, [tuple(row) for row in rows]
+
+
+def detailed(spark: SparkSession, path: Path) -> tuple[Any, ...]:
+    """The same from load_events and operations."""
+    events, notes = load_events(spark, path)
+    rows = operations(events).select(*OP_COLUMNS).orderBy("invoke_index").collect()
+    return events.count(), notes, [tuple(row) for row in rows]
+
+
+ODD_BUT_VALID = [
+    # the one pass takes these
+    {"process": 0, "type": "invoke", "f": "add", "value": {"a": [1, {"b": None}]}, "node": "n1"},
+    {"process": "nemesis", "type": "invoke", "f": "kill", "value": ["n2"]},
+    {"process": 0, "type": "ok", "f": "add", "value": [1.5, "s", True], "error": None},
+    {"process": "nemesis", "type": "info", "f": "kill", "value": None},
+    {"process": "nemesis", "type": "info", "f": "heal", "value": None},
+    {"process": -3, "type": "invoke", "f": "true", "value": None, "workload": "set"},
+    {"process": 1, "type": "invoke", "f": "add", "value": 3},
+]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        [],
+        # the detailed path builds these tables: processes and fs the one pass does not vouch for
+        [{"process": "01", "type": "invoke", "f": "x"}, {"process": "01", "type": "ok", "f": "x"}],
+        [{"process": 5, "type": "invoke", "f": "a b"}, {"process": 5, "type": "fail", "f": "a b"}],
+        ['{"index": 99, "time": 1, "process": -0, "type": "invoke", "f": "x"}'],
+    ],
+)
+def test_the_one_pass_table_is_the_detailed_one(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path, extra: list[Any]
+) -> None:
+    path = write_history(ODD_BUT_VALID + extra)
+    assert stored(spark, path, tmp_path / "out" / "ops.parquet") == detailed(spark, path)
+
+
+def test_the_one_pass_skips_a_line_cut_off_by_a_crash(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path
+) -> None:
+    path = write_history([*ODD_BUT_VALID, '{"index": 99, "time": 5, "process": 1, "ty'], end="")
+    events, notes, rows = stored(spark, path, tmp_path / "ops.parquet")
+    assert (events, notes, len(rows)) == (len(ODD_BUT_VALID), [PARTIAL_LINE_NOTE], 5)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ['{"index": 1, "time": 1, "process": 0, "type": "okay", "f": "x"}'],
+        ["{this is not json}", '{"index": 2, "time'],  # a cut-off line does not excuse another
+        ['{"index": 1, "time": 1, "type": "ok", "f": "x"}'],
+        [{"index": 0, "process": 7, "type": "invoke", "f": "x"}],
+        [{"process": 8, "type": "ok", "f": "x"}],
+        [{"process": 0, "type": "invoke", "f": "x"}],
+        [{"process": 0, "type": "ok", "f": "other"}],
+    ],
+)
+def test_the_one_pass_refuses_what_the_detailed_path_refuses_and_leaves_nothing(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path, bad: list[Any]
+) -> None:
+    path = write_history(ODD_BUT_VALID[:1] + bad + ODD_BUT_VALID[2:])
+    with pytest.raises(BadInput) as expected:
+        operations(load_events(spark, path)[0])
+    with pytest.raises(BadInput) as caught:
+        store_operations(spark, path, tmp_path / "out" / "ops.parquet")
+    assert str(caught.value) == str(expected.value)
+    assert not (tmp_path / "out").exists()
