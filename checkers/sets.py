@@ -13,7 +13,8 @@ earlier. A known element is exactly one of:
 
 Besides: an element in a read that was never added, or whose add failed, is unexpected (invalid);
 an element a read lists twice is duplicated (invalid); an add with an unknown outcome (info) that
-a read shows is recovered (allowed: it took effect).
+a read shows is recovered (allowed: it took effect). In the confirm/rollback mode, an unexpected
+element whose add was told it was rolled back is a resurrected rollback (invalid) instead.
 
 Reads grow with the set, so exploding every read into (read, element) rows would cost reads x
 elements rows. Instead, reads are put in invocation order (their rank) and each is compared with
@@ -30,24 +31,37 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers.history_table import op_dicts
+from checkers.rollback import CONFIRM_ROLLBACK, RESURRECTED, ROLLBACK
 from harness.errors import BadInput
 from harness.history import NEMESIS
 from harness.verdict import Validity
 
 ANOMALY_CAP = 50
-INVALID_TYPES = ("duplicated", "lost", "unexpected")
-ANOMALY_TYPES = ("duplicated", "lost", "never-read", "recovered", "stale", "unexpected")
+INVALID_TYPES = ("duplicated", "lost", RESURRECTED, "unexpected")
+ANOMALY_TYPES = (
+    "duplicated",
+    "lost",
+    "never-read",
+    "recovered",
+    RESURRECTED,
+    "stale",
+    "unexpected",
+)
 _OK, _INFO, _FAIL = 0, 1, 2
 
 
-def check(ops: DataFrame) -> dict[str, Any]:
-    """Check the set workload's adds and ok reads."""
+def check(ops: DataFrame, mode: str | None = None) -> dict[str, Any]:
+    """Check the set workload's adds and ok reads (and, in mode "confirm-rollback", that mode's
+    contract)."""
     client = ops.filter(F.col("process") != NEMESIS)
+    rollback = F.col("type") == "fail"
+    rollback &= F.col("error").rlike(ROLLBACK) if mode == CONFIRM_ROLLBACK else F.lit(False)
     adds = client.filter(F.col("f") == "add").select(
         F.expr("try_cast(invoke_value AS bigint)").alias("element"),
         "type",
         "invoke_index",
         "complete_time",
+        F.when(rollback, F.struct("invoke_index", "error")).alias("rollback"),
     )
     reads = client.filter((F.col("f") == "read") & (F.col("type") == "ok")).select(
         F.col("invoke_index").alias("read"),
@@ -179,6 +193,8 @@ def _elements(adds: DataFrame, intervals: DataFrame, ranked: DataFrame) -> DataF
         F.min(F.when(F.col("type") == "ok", F.col("complete_time"))).alias("add_ok_time"),
         # The add an explanation names: an ok one if any, else an unknown one, else a failed one.
         F.min(F.struct(outcome.alias("outcome"), F.col("invoke_index").alias("op"))).alias("add"),
+        # In the confirm/rollback mode: the first add told it was rolled back.
+        F.min("rollback").alias("rollback"),
     )
     spans = intervals.groupBy("element").agg(
         F.min("start").alias("first_rank"),
@@ -196,11 +212,16 @@ def _elements(adds: DataFrame, intervals: DataFrame, ranked: DataFrame) -> DataF
         F.col("comp").alias("last_seen_time"),
     )
     seen = spans.join(first, "first_rank").join(last, "last_rank")
+    failed = F.col("add.outcome") == _FAIL
     return added.join(seen, "element", "full").select(
         "element",
         "add_ok_time",
         F.col("add.outcome").alias("outcome"),
-        F.col("add.op").alias("add_op"),
+        # Every add of an element that failed: the one a resurrected rollback names, if any.
+        F.when(failed, F.coalesce("rollback.invoke_index", "add.op"))
+        .otherwise(F.col("add.op"))
+        .alias("add_op"),
+        F.when(failed, F.col("rollback.error")).alias("rollback_error"),
         "first_read",
         "first_seen_time",
         "last_read",
@@ -343,6 +364,7 @@ def _listed(judged: DataFrame, duplicates: DataFrame | None) -> list[Any]:
     columns = [
         "element",
         "add_op",
+        "rollback_error",
         "outcome",
         "add_ok_time",
         "known_time",
@@ -356,12 +378,14 @@ def _listed(judged: DataFrame, duplicates: DataFrame | None) -> list[Any]:
         "proof_time",
     ]
     shown_by_first_read = F.col("first_read").alias("proof_read")
+    resurrected = F.col("rollback_error").isNotNull()
     kinds = {
         "lost": (F.col("status") == "lost", F.col("proof_read")),
         "stale": (F.col("status") == "stale", F.col("proof_read")),
         "never-read": (F.col("status") == "never-read", F.lit(None).cast("bigint")),
         "recovered": ((F.col("outcome") == _INFO) & F.col("first_read").isNotNull(), None),
-        "unexpected": (F.col("unexpected"), None),
+        RESURRECTED: (F.col("unexpected") & resurrected, None),
+        "unexpected": (F.col("unexpected") & ~resurrected, None),
     }
     parts = [
         judged.filter(condition).select(
@@ -414,6 +438,11 @@ def _explain(row: Any) -> str:
     add = f"add at index {row['add_op']}"
     if kind == "duplicated":
         return f"the read at index {row['proof_read']} lists element {e} {row['copies']} times"
+    if kind == RESURRECTED:
+        return (
+            f"element {e}: its {add} was told it was rolled back ({row['rollback_error']}), yet "
+            f"the read at index {row['proof_read']} contains it: a rolled-back write became visible"
+        )
     if kind == "unexpected":
         why = "which no operation ever added" if row["add_op"] is None else f"whose {add} failed"
         return f"the read at index {row['proof_read']} contains element {e}, {why}"

@@ -19,6 +19,11 @@ from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA, exit_code
 
 # Worst first: an infrastructure error, bad input, an anomaly, an undecided check, valid.
 SEVERITY = [EXIT_INFRA, EXIT_BAD_INPUT, 1, 2, 0]
+# The run modes (DESIGN.md, "What the checkers hold each mode to"), the default first. The
+# checkers name the second in checkers/rollback.py, not imported here: the CLI starts without Spark.
+MODES = ("safekeeper", "confirm-rollback")
+# The checkers whose verdict depends on the mode.
+MODE_CHECKERS = ("append", "set")
 
 
 def worst(codes: list[int]) -> int:
@@ -34,6 +39,7 @@ class Target:
     workloads: list[str]
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    mode: str = MODES[0]
 
 
 def resolve(path: Path, workloads: list[str] | None, out: Path | None) -> Target:
@@ -50,13 +56,24 @@ def resolve(path: Path, workloads: list[str] | None, out: Path | None) -> Target
         if not names:
             raise BadInput(f"{path} has no {store.CONFIG}: say which workload with --workload")
         params = config.get("workload_params", {})
-        return Target(history, out or path, names, params, config)
+        return Target(history, out or path, names, params, config, run_mode(config, config_path))
     if not workloads:
         raise BadInput(f"{path} is a bare history: say which workload it is with --workload")
     out_dir = out or path.parent / f"{path.stem}-check"
     out_dir.mkdir(parents=True, exist_ok=True)
     params = default_params(workloads)
     return Target(path, out_dir, workloads, params, {"workloads": workloads, "history": str(path)})
+
+
+def run_mode(config: dict[str, Any], config_path: Path) -> str:
+    """The mode a run used: its cluster's `mode` option, the default when it has none."""
+    mode = (config.get("cluster_options") or {}).get("mode") or MODES[0]
+    if mode not in MODES:
+        raise BadInput(
+            f"{config_path} names mode {mode!r}, which the checkers do not know: "
+            f"say which to check with --mode ({', '.join(MODES)})"
+        )
+    return mode
 
 
 def default_params(names: list[str]) -> dict[str, dict[str, Any]]:
@@ -68,17 +85,26 @@ def default_params(names: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def analyze(
-    spark: Any, target: Target, console: Console, model: str | None = None
+    spark: Any,
+    target: Target,
+    console: Console,
+    model: str | None = None,
+    mode: str | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline on one target and write results.json and report.html beside it.
 
-    `model` overrides the consistency model the append checker holds the history to."""
+    `model` overrides the consistency model the append checker holds the history to, `mode` the
+    run's mode (the contract the append and set checkers hold it to)."""
     from checkers.pipeline import analyze as run_pipeline
 
     if model is not None:
         target.params.setdefault("append", {})["model"] = model
+    mode = mode or target.mode
+    for name in MODE_CHECKERS:
+        target.params.setdefault(name, {})["mode"] = mode
 
     results = run_pipeline(spark, target.history, target.out_dir, target.workloads, target.params)
+    results["mode"] = mode
     results["config"] = target.config
     store.write_json(target.out_dir / store.RESULTS, results)
     render_report(results, target.out_dir / store.REPORT, target.out_dir)
@@ -92,15 +118,17 @@ def check_paths(
     spark_master: str | None,
     console: Console,
     model: str | None = None,
+    mode: str | None = None,
 ) -> int:
-    """Check each path, print its verdict and report path; return the worst exit code."""
+    """Check each path, print its verdict and report path; return the worst exit code. `model`
+    and `mode`, when given, override each run's."""
     from checkers.spark import get_spark
 
     if out is not None and len(paths) > 1:
         raise BadInput("--out takes one path to check; drop it to write beside each history")
     if len(paths) == 1:  # one path: its bad input is the whole answer (exit 254 via the CLI)
         target = resolve(paths[0], workloads, out)
-        results = analyze(get_spark(spark_master), target, console, model)
+        results = analyze(get_spark(spark_master), target, console, model, mode)
         print_verdict(console, results, target.out_dir)
         return exit_code(results["valid"])
     spark = get_spark(spark_master)
@@ -108,7 +136,7 @@ def check_paths(
     for path in paths:
         try:
             target = resolve(path, workloads, out)
-            results = analyze(spark, target, console, model)
+            results = analyze(spark, target, console, model, mode)
         except BadInput as e:
             console.print(f"[red]error:[/] {e}")
             codes.append(EXIT_BAD_INPUT)

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from clusters.registry import all_kind_options
 from clusters.registry import kind_options as registry_kind_options
+from harness.check import MODES as CHECK_MODES
 from harness.config import RunConfig, split_names
 from harness.errors import BadInput, InfraError
 from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA
@@ -243,6 +244,14 @@ def run(**opts: Any) -> None:
     "default: the run's, or serializable for a bare history.",
 )
 @click.option(
+    "--mode",
+    default=None,
+    type=click.Choice(CHECK_MODES),
+    help="The contract the append and set checkers hold the history to: safekeeper, or "
+    "confirm-rollback (a write told it was rolled back must never appear); default: the run's, "
+    "or safekeeper for a bare history.",
+)
+@click.option(
     "--spark-master",
     default=None,
     envvar="HARNESS_SPARK_MASTER",
@@ -253,6 +262,7 @@ def check(
     workloads: str | None,
     out: Path | None,
     model: str | None,
+    mode: str | None,
     spark_master: str | None,
 ) -> None:
     """Re-check stored histories (run folders or history.jsonl files) without any cluster.
@@ -262,7 +272,7 @@ def check(
     from harness.check import check_paths
 
     names = split_names(workloads) if workloads else None
-    sys.exit(check_paths(list(paths), names, out, spark_master, console, model))
+    sys.exit(check_paths(list(paths), names, out, spark_master, console, model, mode))
 
 
 @cli.group()

@@ -29,7 +29,8 @@ from checkers.listappend.graph import (
     realtime_edges,
 )
 from checkers.listappend.history import INIT, Txn
-from checkers.listappend.keys import CONFIRM_ROLLBACK, LOST, RESURRECTED, Access
+from checkers.listappend.keys import LOST, Access
+from checkers.rollback import CONFIRM_ROLLBACK, RESURRECTED
 
 DEFAULT_BUDGET = 10.0  # seconds of cycle search per strongly connected component
 CASE_CAP = 20  # cases kept per anomaly type; the counts are complete

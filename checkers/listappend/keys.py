@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,14 +21,9 @@ from typing import Any
 
 from checkers.listappend.graph import RW, WR, WW
 from checkers.listappend.history import INIT, Txn
+from checkers.rollback import RESURRECTED, rolled_back
 
 LOST = "lost-append"  # ours, not Elle's: an acknowledged append missing from a later read
-RESURRECTED = "resurrected-rollback"  # confirm/rollback mode: a rolled-back append reappears
-CONFIRM_ROLLBACK = "confirm-rollback"
-# A definite rollback: a Postgres SQLSTATE of class 40 except 40003 (completion unknown), as the
-# workloads write errors ("40001: ..."), or a message that says the transaction was rolled back
-# (Tarantool's synchronous replication says "rollback").
-_ROLLBACK = re.compile(r"^40(?!003)[0-9A-Z]{3}\b|roll(ed )?back", re.IGNORECASE)
 
 Op = tuple[int, str, Any]  # (position in its transaction, "append" | "r", element | read)
 
@@ -191,11 +185,6 @@ def _incompatible(k: Any, reads: Reads) -> list[dict[str, Any]]:
             )
             return [_case("incompatible-order", [x, y], text)]
     return []
-
-
-def rolled_back(error: str | None) -> bool:
-    """Whether a failed operation's error says its transaction was definitely rolled back."""
-    return bool(error and _ROLLBACK.search(error))
 
 
 def _aborted(k: Any, ok_reads: Reads, versions: Versions) -> list[dict[str, Any]]:

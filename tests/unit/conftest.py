@@ -50,7 +50,8 @@ def write_ops(write_history: Callable[..., Path]) -> Callable[..., tuple[Path, l
 
     Each op is a dict: process, f, value (the invoke's), start and end (ms), type (the
     completion's; None for an op that never completed) and optionally result (the completion's
-    value, default the invoke's) and workload. Returns the file and each op's invoke index.
+    value, default the invoke's), error (the completion's) and workload. Returns the file and
+    each op's invoke index.
     """
 
     def write(ops: list[dict[str, Any]]) -> tuple[Path, list[int]]:
@@ -63,6 +64,8 @@ def write_ops(write_history: Callable[..., Path]) -> Callable[..., tuple[Path, l
             events.append((op["start"], 0, number, invoke))
             if op.get("type") is not None:
                 done = {**base, "type": op["type"], "value": op.get("result", op["value"])}
+                if "error" in op:
+                    done["error"] = op["error"]
                 events.append((op["end"], 1, number, done))
         events.sort(key=lambda e: e[:3])
         indices = [0] * len(ops)

@@ -66,6 +66,27 @@ def test_a_resurrected_rollback_is_found_through_spark(via_spark: Any) -> None:
     assert result["valid"] is False and "resurrected-rollback" in result["anomaly_types"]
 
 
+def test_a_write_rolled_back_for_want_of_a_quorum_that_reappears(via_spark: Any) -> None:
+    """The confirm/rollback mode's error: flagged in that mode; in the safekeeper mode the read
+    of a failed write is only the aborted read (G1a) that serializable rules out."""
+    rolled = dataclasses.replace(
+        txn(1, A("x", 1), type="fail"),
+        error="rolled back: the quorum was not collected in time",
+    )
+    history = [rolled, txn(2, A("y", 1)), txn(3, R("x", [1]), R("y", [1]))]
+    ops = via_spark(history)
+    for mode in ("confirm-rollback", "safekeeper"):
+        same(history, ops, "serializable", mode)
+    flagged = append_checker.check(ops, "serializable", mode="confirm-rollback")
+    assert flagged["valid"] is False
+    assert flagged["anomaly_types"] == ["G1a", "resurrected-rollback"]
+    (case,) = [a for a in flagged["anomalies"] if a["type"] == "resurrected-rollback"]
+    assert [op["invoke_index"] for op in case["ops"]] == [2, 6]
+    assert "was told it was rolled back (rolled back: the quorum" in case["explanation"]
+    allowed = append_checker.check(ops, "serializable", mode="safekeeper")
+    assert (allowed["valid"], allowed["anomaly_types"]) == (False, ["G1a"])
+
+
 def test_split_brain_is_found_through_spark(via_spark: Any) -> None:
     history = [
         node_txn(1, "n1", A("x", 1)),

@@ -207,6 +207,56 @@ def test_unexpected_elements(write_ops: WriteOps, ops_of: OpsOf) -> None:
     assert result["unexpected_count"] == 2
 
 
+QUORUM_TIMEOUT = "rolled back: the quorum was not collected in time"
+
+
+def rolled_back_then_read() -> list[dict]:
+    """Element 1's add is told it was rolled back, yet a read shows it. Near misses: element 2's
+    add failed for another reason (unexpected in either mode); element 3's add was rolled back
+    too, but another add of 3 succeeded; element 4 was rolled back and stays away."""
+    return [
+        add(0, 1, 0, 10, "fail") | {"error": QUORUM_TIMEOUT},
+        add(2, 2, 0, 10, "fail") | {"error": "OperationalError: connection refused"},
+        add(3, 3, 0, 10, "fail") | {"error": QUORUM_TIMEOUT},
+        add(4, 3, 0, 10),
+        add(5, 4, 0, 10, "fail") | {"error": "40001: could not serialize access"},
+        read(1, 20, 30, [1, 2, 3]),
+    ]
+
+
+def test_a_rolled_back_add_that_a_read_shows_is_resurrected_in_confirm_rollback_mode(
+    write_ops: WriteOps, ops_of: OpsOf
+) -> None:
+    path, (rolled, refused, *_, shown) = write_ops(rolled_back_then_read())
+    result = sets.check(ops_of(path), mode="confirm-rollback")
+    assert result["valid"] is False
+    assert result["anomaly_types"] == ["resurrected-rollback", "unexpected"]
+    (resurrected,) = of_kind(result, "resurrected-rollback")
+    assert resurrected["explanation"] == (
+        f"element 1: its add at index {rolled} was told it was rolled back ({QUORUM_TIMEOUT}), "
+        f"yet the read at index {shown} contains it: a rolled-back write became visible"
+    )
+    assert op_indices(resurrected) == [rolled, shown]
+    (unexpected,) = of_kind(result, "unexpected")
+    assert op_indices(unexpected) == [refused, shown]
+    assert (result["resurrected_rollback_count"], result["unexpected_count"]) == (1, 1)
+
+
+def test_in_safekeeper_mode_a_rolled_back_add_that_a_read_shows_is_unexpected(
+    write_ops: WriteOps, ops_of: OpsOf
+) -> None:
+    path, (rolled, refused, *_, shown) = write_ops(rolled_back_then_read())
+    for mode in (None, "safekeeper"):
+        result = sets.check(ops_of(path), mode=mode)
+        assert result["valid"] is False
+        assert result["anomaly_types"] == ["unexpected"]
+        assert sorted(op_indices(a) for a in result["anomalies"]) == [
+            [rolled, shown],
+            [refused, shown],
+        ]
+        assert result["resurrected_rollback_count"] == 0
+
+
 def test_duplicated(write_ops: WriteOps, ops_of: OpsOf) -> None:
     result, (_, _, twice, _) = run(
         write_ops,

@@ -1,0 +1,24 @@
+"""The confirm/rollback mode's contract (DESIGN.md, "What the checkers hold each mode to"): a write
+that got a definite rollback error never becomes visible; one that does is a resurrected rollback.
+
+The append and set checkers hold a history to it when told the run's mode is `confirm-rollback`;
+in the default `safekeeper` mode there is no such error to break.
+"""
+
+from __future__ import annotations
+
+import re
+
+CONFIRM_ROLLBACK = "confirm-rollback"
+RESURRECTED = "resurrected-rollback"
+# A definite rollback: a Postgres SQLSTATE of class 40 except 40003 (completion unknown), as the
+# workloads write errors ("40001: ..."), or a message that says the transaction was rolled back
+# (Tarantool's synchronous replication says "rollback"). Python's and Java's regular expressions
+# read it alike, so Spark's `rlike` applies it too.
+ROLLBACK = r"(?i)^40(?!003)[0-9A-Z]{3}\b|roll(ed )?back"
+_ROLLBACK = re.compile(ROLLBACK)
+
+
+def rolled_back(error: str | None) -> bool:
+    """Whether a failed operation's error says its transaction was definitely rolled back."""
+    return bool(error and _ROLLBACK.search(error))
