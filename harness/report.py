@@ -1,15 +1,21 @@
 """report.html: one self-contained page per run that works offline (plotly is inlined, no CDN).
 
-Everything from the history is escaped by Jinja's autoescape; plot data is embedded as JSON with
-`</` neutralised so no value can close the script element.
+Everything from the history is escaped by Jinja's autoescape; data for the scripts is embedded as
+JSON with `<`, `>` and `&` written as \\u escapes, so no value can close the script element; text
+that plotly draws (which reads a little HTML) is escaped as HTML first, and the timeline's script
+escapes what it hands plotly the same way.
 """
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import plotly.graph_objects as go
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -20,6 +26,14 @@ from harness import store
 from harness.cycle_svg import cycle_svg
 
 TYPE_COLOURS = {"ok": "#2a9d8f", "fail": "#e9c46a", "info": "#b5179e"}
+# Where a cluster kind's defaults are not in config.json (older runs), the report says them.
+KIND_DEFAULTS = {"safekeeper": {"mode": "safekeeper", "variant": "term-history"}}
+POSTGRES_LOG = "postgres.log"
+_POSTGRES_STARTS = re.compile(rb"starting PostgreSQL (\S+)")
+_LOG_HEAD = 256 * 1024  # Postgres says its version when it starts: the head of its log has it
+_JSON_IN_SCRIPT = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
 
 
 @cache
@@ -33,9 +47,16 @@ def _env() -> Environment:
     return env
 
 
-def _script_json(data: str) -> Markup:
-    """JSON safe to place inside a <script> element."""
-    return Markup(data.replace("</", "<\\/"))
+def script_json(data: Any) -> Markup:
+    """`data` as JSON safe to place inside a <script> element: no `<`, `>` or `&` appears in it
+    (they are \\u escapes, which JSON and JavaScript read back as the same characters)."""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), default=str)
+    return Markup(text.translate(_JSON_IN_SCRIPT))
+
+
+def _plot_text(value: Any) -> str:
+    """Text for plotly to draw: it reads tags such as <b> and entities, so HTML-escape it."""
+    return html.escape(str(value if value is not None else ""))
 
 
 def latency_figure(series: list[dict[str, Any]]) -> go.Figure:
@@ -52,7 +73,7 @@ def latency_figure(series: list[dict[str, Any]]) -> go.Figure:
                 name=kind,
                 marker={"color": colour, "size": 4, "opacity": 0.7},
                 text=[
-                    f"{p.get('workload', '')} {p.get('f', '')} p{p.get('process', '')}"
+                    _plot_text(f"{p.get('workload') or ''} {p.get('f')} p{p.get('process')}")
                     for p in points
                 ],
             )
@@ -92,16 +113,6 @@ def rate_figure(rates: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
-def _files(out_dir: Path) -> list[str]:
-    """Files of the run worth linking: the history, node logs and state."""
-    names = [store.HISTORY, store.CONFIG, store.RESULTS]
-    found = [n for n in names if (out_dir / n).exists()]
-    nodes = out_dir / store.NODES
-    if nodes.is_dir():
-        found += sorted(str(p.relative_to(out_dir)) for p in nodes.rglob("*") if p.is_file())
-    return found
-
-
 def shade_faults(fig: go.Figure, windows: list[dict[str, Any]]) -> go.Figure:
     """Grey bands where a fault was in place, labelled with the fault's name."""
     for w in windows:
@@ -111,10 +122,28 @@ def shade_faults(fig: go.Figure, windows: list[dict[str, Any]]) -> go.Figure:
             fillcolor="#888",
             opacity=0.15,
             line_width=0,
-            annotation_text=w["fault"],
+            annotation_text=_plot_text(w["fault"]),
             annotation_position="top left",
         )
     return fig
+
+
+def _files(out_dir: Path) -> list[dict[str, Any]]:
+    """Files of the run worth linking, relative to the report: the history, the configuration
+    and results, then every file the run collected from the nodes (logs, control files, state)."""
+    names = [store.HISTORY, store.CONFIG, store.RESULTS]
+    paths = [out_dir / n for n in names if (out_dir / n).is_file()]
+    nodes = out_dir / store.NODES
+    if nodes.is_dir():
+        paths += sorted(p for p in nodes.rglob("*") if p.is_file())
+    return [
+        {
+            "name": p.relative_to(out_dir).as_posix(),
+            "href": quote(p.relative_to(out_dir).as_posix()),
+            "size": p.stat().st_size,
+        }
+        for p in paths
+    ]
 
 
 def _counts_table(stats: dict[str, Any]) -> list[dict[str, Any]]:
@@ -126,6 +155,69 @@ def _counts_table(stats: dict[str, Any]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+def configuration(config: dict[str, Any], out_dir: Path) -> list[tuple[str, Any]]:
+    """What was tested, first: the cluster and its mode, variant and planted bug, the workloads,
+    the faults, the seed, and the versions the run recorded (nothing that it did not)."""
+    rows: list[tuple[str, Any]] = []
+    kind = config.get("cluster")
+    options = {**KIND_DEFAULTS.get(kind or "", {}), **(config.get("cluster_options") or {})}
+    if kind:
+        rows.append(("cluster", kind))
+        rows += [(key, options[key]) for key in ("mode", "variant", "bug") if options.get(key)]
+    for key, label in (("workloads", "workloads"), ("nemesis", "nemesis")):
+        if config.get(key):
+            rows.append((label, ", ".join(str(v) for v in config[key])))
+    for key in ("seed", "isolation", "model", "concurrency", "rate", "time_limit"):
+        if config.get(key) is not None:
+            rows.append((key.replace("_", " "), config[key]))
+    rows.append(("versions", versions(config, out_dir)))
+    return rows
+
+
+def versions(config: dict[str, Any], out_dir: Path) -> dict[str, str]:
+    """The harness's version, and Postgres's where the run recorded it (config.json's
+    `versions`, else the version a collected postgres.log says Postgres started as)."""
+    found = {"harness": metadata.version("harness")}
+    found.update({str(k): str(v) for k, v in (config.get("versions") or {}).items()})
+    if "postgres" not in found and (out_dir / store.NODES).is_dir():
+        for log in sorted((out_dir / store.NODES).rglob(POSTGRES_LOG)):
+            with log.open("rb") as f:
+                match = _POSTGRES_STARTS.search(f.read(_LOG_HEAD))
+            if match:
+                found["postgres"] = match.group(1).decode("utf-8", "replace")
+                break
+    return found
+
+
+def _timeline(results: dict[str, Any], out_dir: Path) -> tuple[dict[str, Any] | None, dict]:
+    """The timeline's data, and for each anomaly (by its element id) the positions of its
+    operations in the timeline and the time window they span (s)."""
+    from checkers.pipeline import OPS_TABLE
+    from checkers.timeline import build
+
+    config = results.get("config") or {}
+    timeline = build(out_dir / OPS_TABLE, config.get("concurrency"))
+    links: dict[str, dict[str, Any]] = {}
+    for name, checker in results.get("checkers", {}).items():
+        for number, anomaly in enumerate(checker.get("anomalies") or [], start=1):
+            ops = [op for op in anomaly.get("ops") or [] if isinstance(op, dict)]
+            times = [t for op in ops for t in (op.get("invoke_time"), op.get("complete_time"))]
+            window = [t for t in times if t is not None] or list(anomaly.get("window_ns") or [])
+            if not window:
+                continue
+            indices = [op["invoke_index"] for op in ops if op.get("invoke_index") is not None]
+            links[anomaly_id(name, number)] = {
+                "t": [min(window) / 1e9, max(window) / 1e9],
+                "pos": timeline.positions(indices) if timeline else [],
+            }
+    return (timeline.page if timeline else None), links
+
+
+def anomaly_id(checker: str, number: int) -> str:
+    """The element id of a checker's anomaly (numbered from 1) in the page."""
+    return f"{checker}-{number}"
+
+
 def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
     stats = results.get("checkers", {}).get("stats", {})
     windows = stats.get("fault_windows", [])
@@ -133,15 +225,38 @@ def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
         "latency": shade_faults(latency_figure(stats.get("series", [])), windows).to_json(),
         "rate": shade_faults(rate_figure(stats.get("rate", [])), windows).to_json(),
     }
+    config = results.get("config") or {}
+    timeline, links = _timeline(results, out_dir)
+    page_data = {
+        "timeline": timeline,
+        "faults": [{"fault": w["fault"], "start": w["start"], "end": w["end"]} for w in windows],
+        "anomalies": links,
+    }
     template = _env().get_template("report.html.j2")
     page = template.render(
         results=results,
+        title=run_name(config, results, out_dir),
         checkers={k: v for k, v in results.get("checkers", {}).items() if k != "stats"},
         stats=stats,
         counts=_counts_table(stats),
-        config=results.get("config", {}),
+        config=config,
+        summary=configuration(config, out_dir),
         files=_files(out_dir),
-        figures={k: _script_json(v) for k, v in figures.items()},
+        figures={k: script_json(v) for k, v in figures.items()},
+        page_data=script_json(page_data),
+        has_timeline=timeline is not None,
+        links=links,
+        anomaly_id=anomaly_id,
+        timeline_js=Markup(_env().loader.get_source(_env(), "timeline.js.j2")[0]),
         plotly_js=Markup(get_plotlyjs()),
     )
     path.write_text(page, encoding="utf-8")
+
+
+def run_name(config: dict[str, Any], results: dict[str, Any], out_dir: Path) -> str:
+    """The run's name as the store files it (its folder's parent), else the history's name."""
+    if config.get("name"):
+        return str(config["name"])
+    if config.get("cluster"):
+        return out_dir.resolve().parent.name
+    return Path(str((results.get("history") or {}).get("path") or out_dir)).name

@@ -1,0 +1,242 @@
+"""The report's timeline of operations by process, from the operations table, for any size.
+
+Every operation goes into the page, none is capped: a skeleton of compact arrays (invocation time,
+duration, lane, outcome) that the page aggregates into (lane, time bucket, outcome) counts for
+whatever window is on screen, and the details a hover shows (f, value, node, process, index,
+error) in chunks that the page decompresses only when the window holds few enough operations to
+draw one by one. Both are gzip, base64 in the page (the browser's DecompressionStream reads them,
+offline). The table is read through Arrow on the driver: the page needs every operation anyway, so
+a Spark job would only add a shuffle before the same collect.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from harness.history import NEMESIS
+
+CHUNK = 5_000  # operations per details chunk: the page decodes a few for a zoomed-in window
+VALUE_CHARS = 80  # a value longer than this shows its start (history.jsonl has it whole)
+ERROR_CHARS = 160
+FINAL_PROCESS = 10_000_000  # the runner's final reads start at this process number
+OWN_LANES = 128  # a history with at most this many processes gives each its own lane
+TYPES = ("ok", "fail", "info")
+PENDING = 0xFFFFFFFF  # duration of an operation that never completed: it lasts to the end
+_NS_PER_US = 1_000
+_COLUMNS = [
+    "process",
+    "f",
+    "node",
+    "type",
+    "invoke_index",
+    "complete_index",
+    "invoke_time",
+    "complete_time",
+]
+
+
+@dataclass
+class Timeline:
+    """The page's data (`page`) and where each invoke index sits in its arrays (`position`)."""
+
+    page: dict[str, Any]
+    invoke_index: np.ndarray  # sorted invoke indices …
+    order: np.ndarray  # … and the position of each in the page's arrays
+
+    def positions(self, indices: list[int]) -> list[int]:
+        """Positions in the page's arrays of the operations with these invoke indices."""
+        wanted = np.asarray(indices, dtype=np.int64)
+        at = np.searchsorted(self.invoke_index, wanted)
+        at = np.minimum(at, len(self.invoke_index) - 1)
+        found = self.invoke_index[at] == wanted
+        return sorted(int(p) for p in self.order[at[found]])
+
+
+def build(table: Path, concurrency: int | None = None) -> Timeline | None:
+    """The timeline of the operations table at `table`; None when there is no table or no op."""
+    if not table.exists():
+        return None
+    dataset = ds.dataset(str(table), format="parquet")
+    skeleton = dataset.to_table(columns=_COLUMNS)
+    if skeleton.num_rows == 0:
+        return None
+    values = pa.concat_arrays(
+        [_texts(batch) for batch in dataset.to_batches(columns=["value", "invoke_value", "error"])]
+    )
+    start = skeleton["invoke_time"].to_numpy(zero_copy_only=False).astype(np.int64)
+    order = np.lexsort((skeleton["invoke_index"].to_numpy(zero_copy_only=False), start))
+    skeleton = skeleton.take(order)
+    values = values.take(pa.array(order))
+    start = start[order]
+    processes = skeleton["process"].to_pylist()
+    lanes, labels = _lanes(processes, concurrency)
+    t0 = int(start[0])
+    complete = skeleton["complete_time"].to_numpy(zero_copy_only=False)
+    ends = np.where(np.isnan(complete.astype(np.float64)), start, complete).astype(np.int64)
+    t1 = int(max(ends.max(), start.max()))
+    invoke_index = skeleton["invoke_index"].to_numpy(zero_copy_only=False).astype(np.int64)
+    page = {
+        "count": skeleton.num_rows,
+        "t0": t0 / 1e9,
+        "t1": t1 / 1e9,
+        "lanes": labels,
+        "types": list(TYPES),
+        "chunk": CHUNK,
+        "skeleton": _skeleton(start, complete, lanes, skeleton["type"], t0),
+        "details": _details(skeleton, processes, invoke_index, values),
+    }
+    by_index = np.argsort(invoke_index, kind="stable")
+    return Timeline(page, invoke_index[by_index], by_index)
+
+
+def _texts(batch: pa.RecordBatch) -> pa.StructArray:
+    """Each operation's value (its completion's, else its invocation's) and error, shortened."""
+    value = pc.coalesce(batch["value"], batch["invoke_value"], pa.scalar("null"))
+    error = pc.coalesce(batch["error"], pa.scalar(""))
+    return pa.StructArray.from_arrays(
+        [_shorten(value, VALUE_CHARS), _shorten(error, ERROR_CHARS)], names=["value", "error"]
+    )
+
+
+def _shorten(texts: pa.Array, limit: int) -> pa.Array:
+    long = pc.greater(pc.utf8_length(texts), limit)
+    cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(texts, 0, limit), "…", "")
+    return pc.if_else(long, cut, texts)
+
+
+def _lanes(processes: list[str], concurrency: int | None) -> tuple[np.ndarray, list[str]]:
+    """A lane per worker, as Jepsen draws them: a worker whose operation ended unknown goes on
+    as a new process (its number plus the concurrency), on the same lane. The nemesis has the
+    first lane, the final reads the last. A history without its concurrency gives each process
+    its own lane when it has few, else infers the workers from the processes that start it."""
+    names = sorted(set(processes), key=_process_key)
+    numbers = [int(p) for p in names if p != NEMESIS and p.lstrip("-").isdigit()]
+    workers = [p for p in numbers if 0 <= p < FINAL_PROCESS]
+    if concurrency is None and len(names) > OWN_LANES and workers:
+        concurrency = _inferred_concurrency(processes)
+    lane_of: dict[str, str] = {}
+    for name in names:
+        if name == NEMESIS:
+            lane_of[name] = NEMESIS
+        elif concurrency and name.lstrip("-").isdigit() and 0 <= int(name) < FINAL_PROCESS:
+            lane_of[name] = f"worker {int(name) % concurrency}"
+        elif concurrency and name.isdigit():
+            lane_of[name] = "final reads"
+        else:
+            lane_of[name] = f"process {name}"
+    labels = sorted(set(lane_of.values()), key=_lane_key)
+    number = {label: i for i, label in enumerate(labels)}
+    lane_by_process = {p: number[lane_of[p]] for p in names}
+    return np.array([lane_by_process[p] for p in processes], dtype=np.uint16), labels
+
+
+def _inferred_concurrency(processes: list[str]) -> int:
+    """How many workers a history had: the distinct processes before any process recurs after
+    another started (processes are in invocation order here)."""
+    seen: set[str] = set()
+    for p in processes:
+        if p == NEMESIS:
+            continue
+        if p in seen:
+            break
+        seen.add(p)
+    return max(1, len(seen))
+
+
+def _process_key(name: str) -> tuple[int, int, str]:
+    if name == NEMESIS:
+        return (0, 0, "")
+    if name.lstrip("-").isdigit():
+        return (1, int(name), "")
+    return (2, 0, name)
+
+
+def _lane_key(label: str) -> tuple[int, int, str]:
+    kind, _, rest = label.partition(" ")
+    rank = {NEMESIS: 0, "worker": 1, "process": 2, "final": 3}.get(kind, 2)
+    return (rank, int(rest) if rest.lstrip("-").isdigit() else 0, rest)
+
+
+def _skeleton(
+    start: np.ndarray, complete: np.ndarray, lanes: np.ndarray, types: pa.Array, t0: int
+) -> str:
+    """Invocation times (µs since the first, as deltas), durations (µs), lanes and outcomes as one
+    gzip of little-endian unsigned arrays of 4, 4, 2 and 1 bytes per operation, in that order,
+    each stored byte plane by byte plane (all low bytes, then the next ones…): the high bytes
+    are nearly all zero, which gzip then makes nearly nothing of."""
+    micros = (start - t0) // _NS_PER_US
+    deltas = np.diff(micros, prepend=0).clip(0, PENDING - 1)
+    done = ~np.isnan(complete.astype(np.float64))
+    took = np.where(done, (np.nan_to_num(complete.astype(np.float64)) - start) // _NS_PER_US, 0)
+    durations = np.where(done, took.clip(0, PENDING - 1), PENDING)
+    kinds = np.full(len(start), TYPES.index("info"), dtype=np.uint8)
+    for code, name in enumerate(TYPES):
+        kinds[pc.equal(types, name).to_numpy(zero_copy_only=False)] = code
+    arrays = [(deltas, "<u4"), (durations, "<u4"), (lanes, "<u2"), (kinds, "u1")]
+    data = b"".join(_planes(np.asarray(a).astype(kind)) for a, kind in arrays)
+    return _packed(data)
+
+
+def _details(
+    ops: pa.Table, processes: list[str], invoke_index: np.ndarray, texts: pa.StructArray
+) -> list[str]:
+    """What a hover shows, a JSON object of columns per CHUNK operations, each gzipped: f and
+    node as numbers into the chunk's own lists, process, invoke index (as the difference from
+    the previous one), completion index (as the difference from the invoke index), value and
+    error. The chunks are compressed in parallel (zlib lets go of the GIL)."""
+    fs = ops["f"].to_pylist()
+    nodes = ops["node"].to_pylist()
+    complete_index = ops["complete_index"].to_numpy(zero_copy_only=False)
+    completes = np.where(np.isnan(complete_index.astype(np.float64)), invoke_index, complete_index)
+    after_invoke = (completes.astype(np.int64) - invoke_index).tolist()
+    values = texts.field("value").to_pylist()
+    errors = texts.field("error").to_pylist()
+    chunks = []
+    for lo in range(0, len(fs), CHUNK):
+        hi = lo + CHUNK
+        f_names, f_codes = _coded(fs[lo:hi])
+        node_names, node_codes = _coded(nodes[lo:hi])
+        chunk = {
+            "fn": f_names,
+            "f": f_codes,
+            "nn": node_names,
+            "n": node_codes,
+            "p": [_number_or_text(p) for p in processes[lo:hi]],
+            "i": np.diff(invoke_index[lo:hi], prepend=0).tolist(),
+            "c": after_invoke[lo:hi],
+            "v": values[lo:hi],
+            "e": errors[lo:hi],
+        }
+        chunks.append(json.dumps(chunk, separators=(",", ":")).encode())
+    with ThreadPoolExecutor() as pool:
+        return list(pool.map(_packed, chunks))
+
+
+def _planes(array: np.ndarray) -> bytes:
+    """The array's bytes plane by plane: every element's first byte, then every second one…"""
+    return array.view(np.uint8).reshape(len(array), array.itemsize).T.tobytes()
+
+
+def _coded(items: list[Any]) -> tuple[list[Any], list[int]]:
+    names: dict[Any, int] = {}
+    codes = [names.setdefault(item, len(names)) for item in items]
+    return list(names), codes
+
+
+def _number_or_text(process: str) -> int | str:
+    return int(process) if process.lstrip("-").isdigit() else process
+
+
+def _packed(data: bytes) -> str:
+    return base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")

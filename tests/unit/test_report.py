@@ -1,0 +1,193 @@
+"""report.html from real results: the pipeline checks a small history, then the page is rendered.
+
+A hostile history (values, errors, node names, nemesis values and the test's name all
+`<script>alert(1)</script>`) renders only as text; the configuration, checker results, the
+anomaly's link to the timeline, the timeline's data and the node files are all in the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from pyspark.sql import SparkSession
+
+from checkers.pipeline import analyze
+from harness import store
+from harness.report import render_report
+
+EVIL = "<script>alert(1)</script>"
+OUR_SCRIPTS = 4  # plotly, the page's data, the plots, the timeline
+
+
+class Page(HTMLParser):
+    """The page as a browser parses it: its script elements and its text."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.scripts: list[dict[str, Any]] = []
+        self.text: list[str] = []
+        self.links: dict[str, str] = {}  # data-anomaly id -> link text
+        self._in: str | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attr = dict(attrs)
+        if tag == "script":
+            self.scripts.append({"attrs": attr, "body": ""})
+            self._in = "script"
+        elif tag == "a" and attr.get("data-anomaly"):
+            self.links[str(attr["data-anomaly"])] = ""
+            self._in = str(attr["data-anomaly"])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("script", "a"):
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "script":
+            self.scripts[-1]["body"] += data
+        else:
+            self.text.append(data)
+            if self._in is not None:
+                self.links[self._in] += data
+
+
+def unpack(b64: str) -> bytes:
+    return gzip.decompress(base64.b64decode(b64))
+
+
+@pytest.fixture(scope="module")
+def hostile_run(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, Any]]:
+    """A run folder whose append history loses an acknowledged append and is full of markup."""
+    ms = 1_000_000
+    events = [
+        {"process": "nemesis", "type": "invoke", "f": "start-kill", "value": EVIL},
+        {"process": "nemesis", "type": "info", "f": "start-kill", "value": EVIL},
+        {"process": 0, "type": "invoke", "f": "txn", "value": [["append", 1, EVIL]]},
+        {"process": 0, "type": "ok", "f": "txn", "value": [["append", 1, EVIL]], "node": EVIL},
+        {"process": 1, "type": "invoke", "f": "txn", "value": [["append", 2, 1]]},
+        {"process": 1, "type": "fail", "f": "txn", "value": [["append", 2, 1]], "error": EVIL},
+        {"process": "nemesis", "type": "invoke", "f": "stop-kill", "value": None},
+        {"process": "nemesis", "type": "info", "f": "stop-kill", "value": None},
+        {"process": 11, "type": "invoke", "f": "txn", "value": [["r", 1, None]]},
+        {"process": 11, "type": "ok", "f": "txn", "value": [["r", 1, []]], "node": "n2"},
+    ]
+    run = tmp_path_factory.mktemp("run")
+    lines = [{"index": i, "time": i * 10 * ms, **e} for i, e in enumerate(events)]
+    (run / store.HISTORY).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    config = {
+        "name": EVIL,
+        "cluster": "safekeeper",
+        "cluster_options": {"bug": EVIL},
+        "workloads": ["append"],
+        "nemesis": [EVIL],
+        "seed": 7,
+        "concurrency": 10,
+    }
+    results = analyze(spark, run / store.HISTORY, run, ["append"], {})
+    results["config"] = config
+    (run / store.NODES / EVIL).mkdir(parents=True)
+    (run / store.NODES / EVIL / "postgres.log").write_text(
+        "2026-01-01 LOG:  starting PostgreSQL 15.14 (Debian 15.14-0+deb12u1) on x86_64\n"
+    )
+    (run / store.NODES / "n2").mkdir()
+    (run / store.NODES / "n2" / "control.json").write_text("{}")
+    render_report(results, run / store.REPORT, run)
+    return run, results
+
+
+def test_markup_from_the_history_renders_only_as_text(
+    hostile_run: tuple[Path, dict[str, Any]],
+) -> None:
+    run, results = hostile_run
+    assert results["verdict"] == "invalid"
+    html = (run / store.REPORT).read_text()
+    page = Page(html)
+
+    # No script element but the page's own, and none of them holds the hostile text as code.
+    assert len(page.scripts) == OUR_SCRIPTS
+    assert "<script>alert" not in html
+    assert not [s for s in page.scripts if "alert(1)" in s["body"]]
+    # As text it is there: the test's name, the planted-bug setting, the nemesis, the node's
+    # files, the anomaly's operation (value and node), the failed operation's error.
+    text = "".join(page.text)
+    assert text.count(EVIL) >= 6
+    assert f"nodes/{EVIL}/postgres.log" in text
+
+    # The data the scripts read is JSON with no `<` at all; parsed, it gives the text back.
+    data_script = next(s for s in page.scripts if s["attrs"].get("id") == "report-data")
+    assert "<" not in data_script["body"] and ">" not in data_script["body"]
+    data = json.loads(data_script["body"])
+    assert data["faults"][0]["fault"] == "kill"
+    details = [json.loads(unpack(chunk)) for chunk in data["timeline"]["details"]]
+    values = [v for chunk in details for v in chunk["v"]]
+    assert json.dumps([["append", 1, EVIL]], separators=(",", ":")) in values
+    assert EVIL in [e for chunk in details for e in chunk["e"]]
+    assert EVIL in [n for chunk in details for n in chunk["nn"]]
+
+
+def test_configuration_files_and_the_anomaly_link_to_the_timeline(
+    hostile_run: tuple[Path, dict[str, Any]],
+) -> None:
+    run, results = hostile_run
+    html = (run / store.REPORT).read_text()
+    page = Page(html)
+    text = " ".join(" ".join(page.text).split())
+    for shown in ("cluster safekeeper", "mode safekeeper", "variant term-history", "seed 7"):
+        assert shown in text
+    assert "harness 0.1.0" in text and "postgres 15.14" in text
+    # Files are linked relative to the report, their names URL-quoted in the link.
+    assert 'href="nodes/%3Cscript%3Ealert%281%29%3C/script%3E/postgres.log"' in html
+    assert 'href="nodes/n2/control.json"' in html and 'href="history.jsonl"' in html
+
+    # The lost append's link zooms to its operations: the append and the read that missed it.
+    (anomaly,) = results["checkers"]["append"]["anomalies"]
+    data = json.loads(
+        next(s for s in page.scripts if s["attrs"].get("id") == "report-data")["body"]
+    )
+    (link_id,) = page.links
+    assert link_id == "append-1" and f'id="{link_id}"' in html
+    link = data["anomalies"][link_id]
+    invoke_times = [op["invoke_time"] / 1e9 for op in anomaly["ops"]]
+    assert link["t"][0] == min(invoke_times) and link["t"][1] > max(invoke_times)
+    timeline = data["timeline"]
+    details = [json.loads(unpack(chunk)) for chunk in timeline["details"]]
+    invoke_index = np.cumsum([i for chunk in details for i in chunk["i"]])
+    assert sorted(invoke_index[link["pos"]]) == sorted(op["invoke_index"] for op in anomaly["ops"])
+
+
+def test_the_timeline_holds_every_operation_in_compact_arrays(
+    hostile_run: tuple[Path, dict[str, Any]],
+) -> None:
+    run, _ = hostile_run
+    page = Page((run / store.REPORT).read_text())
+    data = json.loads(
+        next(s for s in page.scripts if s["attrs"].get("id") == "report-data")["body"]
+    )
+    timeline = data["timeline"]
+    n = timeline["count"]
+    assert n == 5  # two nemesis operations, three client transactions
+    skeleton = unpack(timeline["skeleton"])
+    assert len(skeleton) == 11 * n
+
+    def array(at: int, size: int, kind: str) -> np.ndarray:  # stored byte plane by byte plane
+        planes = np.frombuffer(skeleton[at : at + size * n], "u1").reshape(size, n)
+        return planes.T.copy().view(kind).ravel()
+
+    starts = np.cumsum(array(0, 4, "<u4")) / 1e6 + timeline["t0"]
+    took, lanes, types = array(4 * n, 4, "<u4"), array(8 * n, 2, "<u2"), array(10 * n, 1, "u1")
+    assert starts.tolist() == pytest.approx([0.0, 0.02, 0.04, 0.06, 0.08])
+    assert took.tolist() == [10_000] * n
+    # Process 11 is worker 1 going on after an unknown outcome: the same lane as process 1.
+    assert timeline["lanes"] == ["nemesis", "worker 0", "worker 1"]
+    assert lanes.tolist() == [0, 1, 2, 0, 2]
+    assert [timeline["types"][t] for t in types] == ["info", "ok", "fail", "info", "ok"]
