@@ -79,22 +79,31 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
     skeleton = skeleton.take(order)
     values = values.take(pa.array(order))
     start = start[order]
-    processes = skeleton["process"].to_pylist()
-    lanes, labels = _lanes(processes, concurrency)
+    process_names, processes = _coded(skeleton["process"])
+    lanes, labels = _lanes(process_names, processes, concurrency)
+    f_names, fs = _coded(skeleton["f"])
+    node_names, nodes = _coded(skeleton["node"])
     t0 = int(start[0])
     complete = skeleton["complete_time"].to_numpy(zero_copy_only=False)
     ends = np.where(np.isnan(complete.astype(np.float64)), start, complete).astype(np.int64)
     t1 = int(max(ends.max(), start.max()))
     invoke_index = skeleton["invoke_index"].to_numpy(zero_copy_only=False).astype(np.int64)
+    completes = skeleton["complete_index"].to_numpy(zero_copy_only=False).astype(np.float64)
+    after_invoke = np.where(np.isnan(completes), 0, completes - invoke_index).astype(np.int64)
     page = {
         "count": skeleton.num_rows,
         "t0": t0 / 1e9,
         "t1": t1 / 1e9,
         "lanes": labels,
         "types": list(TYPES),
+        "processes": [_number_or_text(p) for p in process_names],
+        "fs": f_names,
+        "nodes": node_names,
         "chunk": CHUNK,
         "skeleton": _skeleton(start, complete, lanes, skeleton["type"], t0),
-        "details": _details(skeleton, processes, invoke_index, values),
+        "details": _details(
+            {"p": processes, "f": fs, "n": nodes, "c": after_invoke}, invoke_index, values
+        ),
     }
     by_index = np.argsort(invoke_index, kind="stable")
     return Timeline(page, invoke_index[by_index], by_index)
@@ -115,42 +124,42 @@ def _shorten(texts: pa.Array, limit: int) -> pa.Array:
     return pc.if_else(long, cut, texts)
 
 
-def _lanes(processes: list[str], concurrency: int | None) -> tuple[np.ndarray, list[str]]:
+def _lanes(
+    names: list[str], processes: np.ndarray, concurrency: int | None
+) -> tuple[np.ndarray, list[str]]:
     """A lane per worker, as Jepsen draws them: a worker whose operation ended unknown goes on
     as a new process (its number plus the concurrency), on the same lane. The nemesis has the
     first lane, the final reads the last. A history without its concurrency gives each process
-    its own lane when it has few, else infers the workers from the processes that start it."""
-    names = sorted(set(processes), key=_process_key)
-    numbers = [int(p) for p in names if p != NEMESIS and p.lstrip("-").isdigit()]
-    workers = [p for p in numbers if 0 <= p < FINAL_PROCESS]
-    if concurrency is None and len(names) > OWN_LANES and workers:
-        concurrency = _inferred_concurrency(processes)
-    lane_of: dict[str, str] = {}
+    its own lane when it has few, else infers the workers from the processes that start it.
+    `names` are the distinct processes, `processes` each operation's number into them."""
+    if concurrency is None and len(names) > OWN_LANES:
+        concurrency = _inferred_concurrency(names, processes)
+    lane_of: list[str] = []
     for name in names:
+        number = int(name) if name.lstrip("-").isdigit() else None
         if name == NEMESIS:
-            lane_of[name] = NEMESIS
-        elif concurrency and name.lstrip("-").isdigit() and 0 <= int(name) < FINAL_PROCESS:
-            lane_of[name] = f"worker {int(name) % concurrency}"
-        elif concurrency and name.isdigit():
-            lane_of[name] = "final reads"
+            lane_of.append(NEMESIS)
+        elif concurrency and number is not None and 0 <= number < FINAL_PROCESS:
+            lane_of.append(f"worker {number % concurrency}")
+        elif concurrency and number is not None and number >= FINAL_PROCESS:
+            lane_of.append("final reads")
         else:
-            lane_of[name] = f"process {name}"
-    labels = sorted(set(lane_of.values()), key=_lane_key)
-    number = {label: i for i, label in enumerate(labels)}
-    lane_by_process = {p: number[lane_of[p]] for p in names}
-    return np.array([lane_by_process[p] for p in processes], dtype=np.uint16), labels
+            lane_of.append(f"process {name}")
+    labels = sorted(set(lane_of), key=_lane_key)
+    lane_number = np.array([labels.index(label) for label in lane_of], dtype=np.uint16)
+    return lane_number[processes], labels
 
 
-def _inferred_concurrency(processes: list[str]) -> int:
-    """How many workers a history had: the distinct processes before any process recurs after
-    another started (processes are in invocation order here)."""
-    seen: set[str] = set()
-    for p in processes:
-        if p == NEMESIS:
+def _inferred_concurrency(names: list[str], processes: np.ndarray) -> int:
+    """How many workers a history had: the distinct client processes before any of them
+    recurs (operations are in invocation order here)."""
+    seen: set[int] = set()
+    for code in processes:
+        if names[code] == NEMESIS:
             continue
-        if p in seen:
+        if code in seen:
             break
-        seen.add(p)
+        seen.add(int(code))
     return max(1, len(seen))
 
 
@@ -189,32 +198,21 @@ def _skeleton(
 
 
 def _details(
-    ops: pa.Table, processes: list[str], invoke_index: np.ndarray, texts: pa.StructArray
+    columns: dict[str, np.ndarray], invoke_index: np.ndarray, texts: pa.StructArray
 ) -> list[str]:
-    """What a hover shows, a JSON object of columns per CHUNK operations, each gzipped: f and
-    node as numbers into the chunk's own lists, process, invoke index (as the difference from
-    the previous one), completion index (as the difference from the invoke index), value and
-    error. The chunks are compressed in parallel (zlib lets go of the GIL)."""
-    fs = ops["f"].to_pylist()
-    nodes = ops["node"].to_pylist()
-    complete_index = ops["complete_index"].to_numpy(zero_copy_only=False)
-    completes = np.where(np.isnan(complete_index.astype(np.float64)), invoke_index, complete_index)
-    after_invoke = (completes.astype(np.int64) - invoke_index).tolist()
+    """What a hover shows, a JSON object of columns per CHUNK operations, each gzipped: the
+    numbers into the page's lists of processes (p), fs (f) and nodes (n, -1 for none), the
+    completion index as the difference from the invoke index (c), the invoke index as the
+    difference from the previous one (i), value (v) and error (e). The chunks are compressed in
+    parallel (zlib lets go of the GIL)."""
     values = texts.field("value").to_pylist()
     errors = texts.field("error").to_pylist()
     chunks = []
-    for lo in range(0, len(fs), CHUNK):
+    for lo in range(0, len(values), CHUNK):
         hi = lo + CHUNK
-        f_names, f_codes = _coded(fs[lo:hi])
-        node_names, node_codes = _coded(nodes[lo:hi])
-        chunk = {
-            "fn": f_names,
-            "f": f_codes,
-            "nn": node_names,
-            "n": node_codes,
-            "p": [_number_or_text(p) for p in processes[lo:hi]],
+        chunk = {key: column[lo:hi].tolist() for key, column in columns.items()}
+        chunk |= {
             "i": np.diff(invoke_index[lo:hi], prepend=0).tolist(),
-            "c": after_invoke[lo:hi],
             "v": values[lo:hi],
             "e": errors[lo:hi],
         }
@@ -228,10 +226,11 @@ def _planes(array: np.ndarray) -> bytes:
     return array.view(np.uint8).reshape(len(array), array.itemsize).T.tobytes()
 
 
-def _coded(items: list[Any]) -> tuple[list[Any], list[int]]:
-    names: dict[Any, int] = {}
-    codes = [names.setdefault(item, len(names)) for item in items]
-    return list(names), codes
+def _coded(column: pa.ChunkedArray) -> tuple[list[Any], np.ndarray]:
+    """The column's distinct values, and each row's number into them (-1 for a null)."""
+    encoded = pc.dictionary_encode(column.combine_chunks())
+    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+    return encoded.dictionary.to_pylist(), codes.astype(np.int64)
 
 
 def _number_or_text(process: str) -> int | str:

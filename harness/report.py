@@ -114,17 +114,22 @@ def rate_figure(rates: list[dict[str, Any]]) -> go.Figure:
 
 
 def shade_faults(fig: go.Figure, windows: list[dict[str, Any]]) -> go.Figure:
-    """Grey bands where a fault was in place, labelled with the fault's name."""
-    for w in windows:
-        fig.add_vrect(
-            x0=w["start"],
-            x1=w["end"],
-            fillcolor="#888",
-            opacity=0.15,
-            line_width=0,
-            annotation_text=_plot_text(w["fault"]),
-            annotation_position="top left",
-        )
+    """Grey bands where a fault was in place, labelled with the fault's name (set at once:
+    plotly's add_vrect copies the layout for each band)."""
+    band = {"type": "rect", "xref": "x", "yref": "paper", "y0": 0, "y1": 1, "layer": "below"}
+    label = {"xref": "x", "yref": "paper", "y": 1, "showarrow": False, "yanchor": "top"}
+    fig.update_layout(
+        shapes=[
+            band
+            | {"x0": w["start"], "x1": w["end"], "fillcolor": "#888", "opacity": 0.15}
+            | {"line": {"width": 0}}
+            for w in windows
+        ],
+        annotations=[
+            label | {"x": w["start"], "xanchor": "left", "text": _plot_text(w["fault"])}
+            for w in windows
+        ],
+    )
     return fig
 
 
