@@ -34,6 +34,7 @@ OWN_LANES = 128  # a history with at most this many processes gives each its own
 TYPES = ("ok", "fail", "info")
 PENDING = 0xFFFFFFFF  # duration of an operation that never completed: it lasts to the end
 _NS_PER_US = 1_000
+_COMPACT: dict[str, Any] = {"separators": (",", ":")}
 _COLUMNS = [
     "process",
     "f",
@@ -101,10 +102,12 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
         "nodes": node_names,
         "chunk": CHUNK,
         "skeleton": _skeleton(start, complete, lanes, skeleton["type"], t0),
-        "details": _details(
-            {"p": processes, "f": fs, "n": nodes, "c": after_invoke}, invoke_index, values
-        ),
     }
+    columns = {"p": processes, "f": fs, "n": nodes, "c": after_invoke, "i": invoke_index}
+    page["details"] = _details(columns, values)
+    # The nemesis's operations are drawn at every zoom: their details are at hand, not in chunks.
+    faults = np.flatnonzero(np.array([name == NEMESIS for name in process_names])[processes])
+    page["nemesis"] = _records(columns, values, faults) | {"pos": faults.tolist()}
     by_index = np.argsort(invoke_index, kind="stable")
     return Timeline(page, invoke_index[by_index], by_index)
 
@@ -197,28 +200,26 @@ def _skeleton(
     return _packed(data)
 
 
-def _details(
-    columns: dict[str, np.ndarray], invoke_index: np.ndarray, texts: pa.StructArray
-) -> list[str]:
-    """What a hover shows, a JSON object of columns per CHUNK operations, each gzipped: the
-    numbers into the page's lists of processes (p), fs (f) and nodes (n, -1 for none), the
-    completion index as the difference from the invoke index (c), the invoke index as the
-    difference from the previous one (i), value (v) and error (e). The chunks are compressed in
-    parallel (zlib lets go of the GIL)."""
-    values = texts.field("value").to_pylist()
-    errors = texts.field("error").to_pylist()
-    chunks = []
-    for lo in range(0, len(values), CHUNK):
-        hi = lo + CHUNK
-        chunk = {key: column[lo:hi].tolist() for key, column in columns.items()}
-        chunk |= {
-            "i": np.diff(invoke_index[lo:hi], prepend=0).tolist(),
-            "v": values[lo:hi],
-            "e": errors[lo:hi],
-        }
-        chunks.append(json.dumps(chunk, separators=(",", ":")).encode())
+def _details(columns: dict[str, np.ndarray], texts: pa.StructArray) -> list[str]:
+    """What a hover shows, as _records of CHUNK operations at a time, each gzipped. The chunks
+    are compressed in parallel (zlib lets go of the GIL)."""
+    chunks = [
+        json.dumps(_records(columns, texts, np.arange(lo, min(lo + CHUNK, len(texts)))), **_COMPACT)
+        for lo in range(0, len(texts), CHUNK)
+    ]
     with ThreadPoolExecutor() as pool:
-        return list(pool.map(_packed, chunks))
+        return list(pool.map(_packed, (chunk.encode() for chunk in chunks)))
+
+
+def _records(columns: dict[str, np.ndarray], texts: pa.StructArray, rows: np.ndarray) -> dict:
+    """These operations' details as a JSON object of columns: the numbers into the page's lists
+    of processes (p), fs (f) and nodes (n, -1 for none), the completion index as the difference
+    from the invoke index (c), the invoke index as the difference from the previous one (i),
+    value (v) and error (e)."""
+    records = {key: column[rows].tolist() for key, column in columns.items()}
+    records["i"] = np.diff(columns["i"][rows], prepend=0).tolist()
+    taken = texts.take(pa.array(rows, type=pa.int64()))
+    return records | {"v": taken.field("value").to_pylist(), "e": taken.field("error").to_pylist()}
 
 
 def _planes(array: np.ndarray) -> bytes:

@@ -192,3 +192,6 @@ def test_the_timeline_holds_every_operation_in_compact_arrays(
     assert timeline["lanes"] == ["nemesis", "worker 0", "worker 1"]
     assert lanes.tolist() == [0, 1, 2, 0, 2]
     assert [timeline["types"][t] for t in types] == ["info", "ok", "fail", "info", "ok"]
+    # The nemesis's operations, drawn at every zoom, carry their details uncompressed.
+    assert timeline["nemesis"]["pos"] == [0, 3]
+    assert [timeline["fs"][f] for f in timeline["nemesis"]["f"]] == ["start-kill", "stop-kill"]
