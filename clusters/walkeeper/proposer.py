@@ -9,6 +9,7 @@ thread that drives that peer.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -94,6 +95,7 @@ class Proposer:
         self.commit_lsn = 0
         self.buffer = bytearray()
         self.buffer_start = 0
+        self.ends: list[int] = []  # where each of Postgres's messages in the buffer ends
         self.lock = threading.RLock()
         self.wal_arrived = threading.Condition(self.lock)
         self.on_commit: Callable[[int], None] = lambda lsn: None
@@ -154,6 +156,7 @@ class Proposer:
             self.history = votes[donor]["history"] + ([[term, self.vcl]] if self.vcl else [])
             self.log_end = self.buffer_start = self.vcl
             self.buffer = bytearray()
+            self.ends = []
         log.info(
             "elected in term %d by %s; donor %s, VCL %s",
             term,
@@ -228,7 +231,7 @@ class Proposer:
         if not peer.announced or peer.position is None:
             raise Refused(f"{name} has not accepted our announcement")
         pos = peer.position
-        data = self.read_log(pos, min(self.log_end, pos + limit)) if pos < self.log_end else b""
+        data = self.read_log(pos, self._chunk_end(pos, limit)) if pos < self.log_end else b""
         req = {
             "type": "append",
             "term": self.term,
@@ -245,6 +248,21 @@ class Proposer:
         else:
             self._ack(peer, min(peer.position, self.vcl))
         return len(data)
+
+    def _chunk_end(self, pos: int, limit: int) -> int:
+        """Where one append from `pos` ends: the log's end if within `limit`, else the last end
+        of one of Postgres's messages within it (the first past it, for a longer message). So a
+        safekeeper's flush position is one that Postgres's own flush reached, a record's end or a
+        page boundary, never inside a page's record: a log that ends there is one that Postgres's
+        crash recovery continues unchanged after a takeover (the proxy checks that it does)."""
+        with self.lock:
+            end = min(self.log_end, pos + limit)
+            if end == self.log_end or pos < self.buffer_start:
+                return end  # below the buffer: the donor's log, taken as it was written
+            within = bisect.bisect_right(self.ends, end)
+            if within and self.ends[within - 1] > pos:
+                return self.ends[within - 1]
+            return self.ends[bisect.bisect_right(self.ends, pos)]
 
     def sync(self, name: str, limit: int | None = None) -> None:
         """Send `name` our log up to its end (or only `limit` more bytes)."""
@@ -275,6 +293,7 @@ class Proposer:
                 raise ValueError(f"WAL at {lsn} does not continue our log at {self.log_end}")
             self.buffer += data
             self.log_end += len(data)
+            self.ends.append(self.log_end)
             self.wal_arrived.notify_all()
             return self.log_end
 
@@ -332,6 +351,7 @@ class Proposer:
         if keep_from > self.buffer_start:
             del self.buffer[: keep_from - self.buffer_start]
             self.buffer_start = keep_from
+            del self.ends[: bisect.bisect_right(self.ends, keep_from)]
 
     def status(self) -> dict[str, Any]:
         with self.lock:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.protocol.conftest import Writer, broken_links, lsn
+from tests.protocol.conftest import RECORD, Writer, broken_links, lsn
 
 
 def seed001_start(make_safekeepers, variant: str):
@@ -141,3 +141,16 @@ def test_committed_wal_is_never_truncated(make_safekeepers) -> None:
         )
     assert not reply["ok"] and "committed" in reply["error"]
     assert sks.log("A") == ["1.1", "1.2"]
+
+
+def test_appends_end_where_a_message_of_postgres_ends(make_safekeepers) -> None:
+    """A safekeeper's log never ends inside one of Postgres's messages: one whose flush position
+    ended inside a page's record could become the donor, and Postgres's crash recovery would not
+    continue that log unchanged."""
+    sks = make_safekeepers("term-history", 3)
+    w = Writer(sks, "P1").elect("A", "B", "C")
+    w.write(3)  # three messages of one record each, sent to nobody yet
+    w.p.attach("A")
+    assert w.p.step("A", limit=2 * RECORD.size + 8) == 2 * RECORD.size  # two whole messages
+    assert w.p.step("A", limit=8) == RECORD.size  # a message longer than the limit goes whole
+    assert sks.status("A")["flush_lsn"] == lsn(4)
