@@ -30,6 +30,13 @@ def test_unknown_nemesis(store: Path) -> None:
     assert "bogus" in text
 
 
+def test_mode_of_another_cluster_kind(store: Path) -> None:
+    args = ("run", "--cluster", "single", "--mode", "confirm-rollback", "--store", str(store))
+    text = assert_one_sentence(harness(*args))
+    assert "--mode" in text and "safekeeper" in text
+    assert "bogus" in assert_one_sentence(harness("run", "--mode", "bogus"))
+
+
 def test_unknown_flag_is_254_not_click_s_2() -> None:
     assert "--frobnicate" in assert_one_sentence(harness("run", "--frobnicate"))
 
