@@ -137,6 +137,7 @@ def main() -> None:
         results = analyze(spark, run / store.HISTORY, run, ["append"], {})
         checked = time.perf_counter() - began
         results["config"] = config
+        store.write_json(run / store.RESULTS, results)
         began = time.perf_counter()
         render_report(results, run / store.REPORT, run)
         rendered = time.perf_counter() - began
