@@ -203,6 +203,8 @@ def _timeline(results: dict[str, Any], out_dir: Path) -> tuple[dict[str, Any] | 
     config = results.get("config") or {}
     timeline = build(out_dir / OPS_TABLE, config.get("concurrency"))
     links: dict[str, dict[str, Any]] = {}
+    if timeline is None:  # nothing to link to
+        return None, links
     for name, checker in results.get("checkers", {}).items():
         for number, anomaly in enumerate(checker.get("anomalies") or [], start=1):
             ops = [op for op in anomaly.get("ops") or [] if isinstance(op, dict)]
@@ -213,9 +215,9 @@ def _timeline(results: dict[str, Any], out_dir: Path) -> tuple[dict[str, Any] | 
             indices = [op["invoke_index"] for op in ops if op.get("invoke_index") is not None]
             links[anomaly_id(name, number)] = {
                 "t": [min(window) / 1e9, max(window) / 1e9],
-                "pos": timeline.positions(indices) if timeline else [],
+                "pos": timeline.positions(indices),
             }
-    return (timeline.page if timeline else None), links
+    return timeline.page, links
 
 
 def anomaly_id(checker: str, number: int) -> str:

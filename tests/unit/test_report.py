@@ -50,6 +50,13 @@ class Page(HTMLParser):
         if tag in ("script", "a"):
             self._in = None
 
+    def data(self) -> Any:
+        """What the page's scripts read: the JSON of its report-data element."""
+        return json.loads(self.script("report-data")["body"])
+
+    def script(self, id_: str) -> dict[str, Any]:
+        return next(s for s in self.scripts if s["attrs"].get("id") == id_)
+
     def handle_data(self, data: str) -> None:
         if self._in == "script":
             self.scripts[-1]["body"] += data
@@ -124,7 +131,7 @@ def test_markup_from_the_history_renders_only_as_text(
     assert f"nodes/{EVIL}/postgres.log" in text
 
     # The data the scripts read is JSON with no `<` at all; parsed, it gives the text back.
-    data_script = next(s for s in page.scripts if s["attrs"].get("id") == "report-data")
+    data_script = page.script("report-data")
     assert "<" not in data_script["body"] and ">" not in data_script["body"]
     data = json.loads(data_script["body"])
     assert data["faults"][0]["fault"] == "kill"
@@ -152,9 +159,7 @@ def test_configuration_files_and_the_anomaly_link_to_the_timeline(
 
     # The lost append's link zooms to its operations: the append and the read that missed it.
     (anomaly,) = results["checkers"]["append"]["anomalies"]
-    data = json.loads(
-        next(s for s in page.scripts if s["attrs"].get("id") == "report-data")["body"]
-    )
+    data = page.data()
     (link_id,) = page.links
     assert link_id == "append-1" and f'id="{link_id}"' in html
     link = data["anomalies"][link_id]
@@ -162,7 +167,7 @@ def test_configuration_files_and_the_anomaly_link_to_the_timeline(
     assert link["t"][0] == min(invoke_times) and link["t"][1] > max(invoke_times)
     timeline = data["timeline"]
     details = [json.loads(unpack(chunk)) for chunk in timeline["details"]]
-    invoke_index = np.cumsum([i for chunk in details for i in chunk["i"]])
+    invoke_index = np.concatenate([np.cumsum(chunk["i"]) for chunk in details])
     assert sorted(invoke_index[link["pos"]]) == sorted(op["invoke_index"] for op in anomaly["ops"])
 
 
@@ -171,9 +176,7 @@ def test_the_timeline_holds_every_operation_in_compact_arrays(
 ) -> None:
     run, _ = hostile_run
     page = Page((run / store.REPORT).read_text())
-    data = json.loads(
-        next(s for s in page.scripts if s["attrs"].get("id") == "report-data")["body"]
-    )
+    data = page.data()
     timeline = data["timeline"]
     n = timeline["count"]
     assert n == 5  # two nemesis operations, three client transactions
@@ -195,3 +198,15 @@ def test_the_timeline_holds_every_operation_in_compact_arrays(
     # The nemesis's operations, drawn at every zoom, carry their details uncompressed.
     assert timeline["nemesis"]["pos"] == [0, 3]
     assert [timeline["fs"][f] for f in timeline["nemesis"]["f"]] == ["start-kill", "stop-kill"]
+
+
+def test_without_an_operations_table_the_page_says_so_and_links_nothing(
+    hostile_run: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    _, results = hostile_run
+    render_report(results, tmp_path / store.REPORT, tmp_path)
+    page = Page((tmp_path / store.REPORT).read_text())
+    assert "No operations table" in "".join(page.text)
+    assert page.links == {}
+    data = page.data()
+    assert data["timeline"] is None and data["anomalies"] == {}
