@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from checkers.history_table import OP_COLUMNS
 from checkers.pipeline import analyze
+from checkers.timeline import CHUNK, build
 from harness import store
 from harness.report import render_report
 
@@ -210,3 +214,46 @@ def test_without_an_operations_table_the_page_says_so_and_links_nothing(
     assert page.links == {}
     data = page.data()
     assert data["timeline"] is None and data["anomalies"] == {}
+
+
+def test_a_long_history_without_its_concurrency_keeps_every_operation(tmp_path: Path) -> None:
+    """12,000 operations (three chunks) of 4 workers that went on as 300 processes; shuffled
+    in the table, as Spark may write it."""
+    n, workers = 12_000, 4
+    rng = np.random.default_rng(1)
+    invoke = np.arange(n) * 2
+    process = np.arange(n) % workers + workers * (np.arange(n) // 160)  # a new one every 40 ops
+    columns = {
+        "process": [str(p) for p in process],
+        "workload": ["set"] * n,
+        "f": ["add"] * n,
+        "node": [f"n{p % 3 + 1}" for p in process],
+        "type": ["ok"] * n,
+        "invoke_index": invoke,
+        "invoke_time": invoke * 1_000_000,
+        "complete_index": invoke + 1,
+        "complete_time": invoke * 1_000_000 + 500_000,
+        "invoke_value": [str(i) for i in range(n)],
+        "value": [str(i) for i in range(n)],
+        "error": [None] * n,
+        "latency_ns": [500_000] * n,
+    }
+    order = rng.permutation(n)
+    kinds = {
+        k: pa.int64() if k.endswith(("index", "time", "_ns")) else pa.string() for k in columns
+    }
+    shuffled = {k: np.asarray(v, dtype=object)[order].tolist() for k, v in columns.items()}
+    table = pa.table({k: pa.array(v, type=kinds[k]) for k, v in shuffled.items()})
+    assert tuple(table.column_names) == OP_COLUMNS
+    (tmp_path / "ops.parquet").mkdir()
+    pq.write_table(table, tmp_path / "ops.parquet" / "part-0.parquet")
+
+    timeline = build(tmp_path / "ops.parquet")
+    assert timeline is not None
+    page = timeline.page
+    assert page["count"] == n and len(page["details"]) == n // CHUNK + 1
+    assert page["lanes"] == [f"worker {w}" for w in range(workers)]
+    details = [json.loads(unpack(chunk)) for chunk in page["details"]]
+    values = [int(v) for chunk in details for v in chunk["v"]]
+    assert values == list(range(n))  # in invocation order, none lost
+    assert timeline.positions([invoke[7000], invoke[3], 10**9]) == [3, 7000]
