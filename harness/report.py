@@ -28,6 +28,7 @@ from harness.cycle_svg import cycle_svg
 TYPE_COLOURS = {"ok": "#2a9d8f", "fail": "#e9c46a", "info": "#b5179e"}
 # Where a cluster kind's defaults are not in config.json (older runs), the report says them.
 KIND_DEFAULTS = {"safekeeper": {"mode": "safekeeper", "variant": "term-history"}}
+LABELLED_FAULTS = 12  # more fault bands than this in a plot go unlabelled: the names would overlap
 POSTGRES_LOG = "postgres.log"
 _POSTGRES_STARTS = re.compile(rb"starting PostgreSQL (\S+)")
 _LOG_HEAD = 256 * 1024  # Postgres says its version when it starts: the head of its log has it
@@ -114,8 +115,9 @@ def rate_figure(rates: list[dict[str, Any]]) -> go.Figure:
 
 
 def shade_faults(fig: go.Figure, windows: list[dict[str, Any]]) -> go.Figure:
-    """Grey bands where a fault was in place, labelled with the fault's name (set at once:
-    plotly's add_vrect copies the layout for each band)."""
+    """Grey bands where a fault was in place, labelled with the fault's name while there are few
+    enough for the names to be read (the Faults table names them all). Set at once: plotly's
+    add_vrect copies the layout for each band."""
     band = {"type": "rect", "xref": "x", "yref": "paper", "y0": 0, "y1": 1, "layer": "below"}
     label = {"xref": "x", "yref": "paper", "y": 1, "showarrow": False, "yanchor": "top"}
     fig.update_layout(
@@ -127,7 +129,7 @@ def shade_faults(fig: go.Figure, windows: list[dict[str, Any]]) -> go.Figure:
         ],
         annotations=[
             label | {"x": w["start"], "xanchor": "left", "text": _plot_text(w["fault"])}
-            for w in windows
+            for w in (windows if len(windows) <= LABELLED_FAULTS else [])
         ],
     )
     return fig
@@ -252,6 +254,7 @@ def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
         figures={k: script_json(v) for k, v in figures.items()},
         page_data=script_json(page_data),
         has_timeline=timeline is not None,
+        labelled_faults=LABELLED_FAULTS,
         links=links,
         anomaly_id=anomaly_id,
         timeline_js=Markup(_env().loader.get_source(_env(), "timeline.js.j2")[0]),
