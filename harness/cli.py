@@ -275,6 +275,32 @@ def check(
     sys.exit(check_paths(list(paths), names, out, spark_master, console, model, mode))
 
 
+@cli.command()
+@click.argument("result_dirs", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--junit",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Write JUnit XML here: one test case per run, anomalies as failures.",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    envvar="HARNESS_SPARK_MASTER",
+    help="Spark master for the index of runs (default local[*]).",
+)
+def gate(result_dirs: tuple[Path, ...], junit: Path | None, spark_master: str | None) -> None:
+    """Gate a release on stored runs: every run at or below RESULT_DIRS (default: results).
+
+    Prints each run's verdict and anomalies and exits with the worst verdict: 0 all valid,
+    1 anomalies found, 2 a run undecided or not checked.
+    """
+    from harness.gate import gate_paths
+
+    paths = list(result_dirs) or [Path("results")]
+    sys.exit(gate_paths(paths, junit, spark_master, console))
+
+
 @cli.group()
 def cluster() -> None:
     """Manage clusters by hand: up, status, down."""

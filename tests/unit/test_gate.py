@@ -1,0 +1,84 @@
+"""The gate: a table of runs, JUnit XML naming each failing run and its anomalies, the worst."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from rich.console import Console
+
+from harness.gate import gate_paths, gate_runs
+from tests.runs_store import LOST, check, make_run
+
+
+@pytest.fixture(scope="module")
+def runs(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("gate") / "results"
+    made = {
+        "valid": make_run(root, "single-set-none", "20261121T100000"),
+        "invalid": make_run(root, "single-set-kill", "20261121T100100", lose=True, seed=3),
+        "unchecked": make_run(root, "single-set-none", "20261121T100200"),
+    }
+    check(spark, made["valid"])
+    check(spark, made["invalid"])
+    return made
+
+
+def gate(runs: list[Path], junit: Path, errors: dict[Path, str] | None = None) -> tuple[int, str]:
+    out = StringIO()
+    code = gate_runs(runs, errors or {}, junit, "local[2]", Console(file=out, width=200))
+    return code, out.getvalue()
+
+
+def cases(junit: Path) -> dict[str, ET.Element]:
+    root = ET.parse(junit).getroot()
+    return {case.get("name", ""): case for case in root.iter("testcase")}
+
+
+def test_all_valid_passes(runs: dict[str, Path], tmp_path: Path) -> None:
+    code, out = gate([runs["valid"]], tmp_path / "j.xml")
+    assert code == 0
+    assert "single-set-none/20261121T100000" in out and "1 valid" in out
+    (case,) = cases(tmp_path / "j.xml").values()
+    assert case.find("failure") is None and case.find("error") is None
+
+
+def test_an_anomaly_fails_the_gate_and_junit_names_run_and_anomaly(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    junit = tmp_path / "out" / "junit.xml"
+    code, out = gate([runs["valid"], runs["invalid"]], junit)
+    assert code == 1
+    assert "set: lost" in out and "1 invalid" in out
+    root = ET.parse(junit).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "1", "0")
+    failing = cases(junit)["single-set-kill/20261121T100100"]
+    failure = failing.find("failure")
+    assert failure is not None and failure.get("message") == "set: lost"
+    assert f"element {LOST} was lost" in (failure.text or "")
+    props = {p.get("name"): p.get("value") for p in failing.iter("property")}
+    assert props["seed"] == "3" and props["verdict"] == "invalid"
+    assert cases(junit)["single-set-none/20261121T100000"].find("failure") is None
+
+
+def test_worst_verdict_wins(runs: dict[str, Path], tmp_path: Path) -> None:
+    code, _ = gate([runs["valid"], runs["unchecked"]], tmp_path / "j.xml")
+    assert code == 2
+    error = cases(tmp_path / "j.xml")["single-set-none/20261121T100200"].find("error")
+    assert error is not None and "not checked" in error.get("message", "")
+    assert gate(list(runs.values()), tmp_path / "j.xml")[0] == 1
+    crashed = {runs["valid"]: "Docker went away"}
+    code, out = gate(list(runs.values()), tmp_path / "j.xml", crashed)
+    assert code == 255 and "Docker went away" in out
+    error = cases(tmp_path / "j.xml")["single-set-none/20261121T100000"].find("error")
+    assert error is not None and error.get("message") == "Docker went away"
+
+
+def test_paths_are_walked_for_runs(runs: dict[str, Path]) -> None:
+    store = runs["valid"].parent.parent
+    out = StringIO()
+    code = gate_paths([store], None, "local[2]", Console(file=out, width=200))
+    assert code == 1 and "3 runs" in out.getvalue()
