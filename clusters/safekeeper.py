@@ -67,10 +67,9 @@ class SafekeeperCluster(ClusterKind):
         KindOption(
             "bug",
             str,
-            "Plant a bug the harness must catch (off by default): "
+            "Plant bugs the harness must catch (off by default), comma-separated: "
             + ", ".join(BUGS)
             + ". See clusters/walkeeper/bugs.py for the guarantee each breaks.",
-            BUGS,
         ),
         KindOption(
             "mode",
@@ -96,6 +95,7 @@ class SafekeeperCluster(ClusterKind):
 
     @classmethod
     def nodes_needed(cls, options: dict[str, Any]) -> int:
+        planted(options)  # checked here too: before any node starts
         return count_option(options, "computes", DEFAULT_COMPUTES) + count_option(
             options, "safekeepers", DEFAULT_SAFEKEEPERS
         )
@@ -123,12 +123,7 @@ class SafekeeperCluster(ClusterKind):
 
     @property
     def bug_flag(self) -> str:
-        bug = self.options.get("bug")
-        if bug is None:
-            return ""
-        if bug not in BUGS:
-            raise BadInput(f"unknown --bug {bug!r}: choose from {', '.join(BUGS)}")
-        return f" --bug {bug}"
+        return "".join(f" --bug {bug}" for bug in planted(self.options))
 
     def computes(self) -> list[Node]:
         return self.nodes[: count_option(self.options, "computes", DEFAULT_COMPUTES)]
@@ -311,6 +306,15 @@ class SafekeeperCluster(ClusterKind):
             node.get(f"{SK_DATA}/control.json", target)
             (target / "container.log").write_text(node.logs())
         (dest / "cluster-status.json").write_text(json.dumps(self.status(), indent=2))
+
+
+def planted(options: dict[str, Any]) -> list[str]:
+    """The planted bugs `--bug` names (comma-separated), each checked."""
+    names = [b.strip() for b in (options.get("bug") or "").split(",") if b.strip()]
+    for bug in names:
+        if bug not in BUGS:
+            raise BadInput(f"unknown --bug {bug!r}: choose from {', '.join(BUGS)}")
+    return names
 
 
 def count_option(options: dict[str, Any], name: str, default: int) -> int:
