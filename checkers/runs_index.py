@@ -160,7 +160,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
             raise BadInput(f"{path} does not exist: give a results store or a run folder")
         if not path.is_dir():
             raise BadInput(f"{path} is not a folder: give a results store or a run folder")
-        runs = _walk(path.resolve())
+        runs = runs_below(path)
         if not runs:
             raise BadInput(
                 f"{path} is no run folder and holds none (a run folder has "
@@ -170,7 +170,9 @@ def find_runs(paths: list[Path]) -> list[Path]:
     return list(found)
 
 
-def _walk(top: Path) -> list[Path]:
+def runs_below(path: Path) -> list[Path]:
+    """The run folders at or below `path` (resolved), none if there are none."""
+    top = path.resolve()
     if is_run(top):
         return [top]
     runs = []

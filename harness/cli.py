@@ -90,6 +90,24 @@ def backend_settings(opts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, {k: v for k, v in settings.items() if v}
 
 
+store_option = click.option(
+    "--store",
+    default="results",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="Results store folder.",
+)
+
+
+def spark_master_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--spark-master",
+        default=None,
+        envvar="HARNESS_SPARK_MASTER",
+        help=f"Spark master for {what} (default local[*]).",
+    )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 def cli() -> None:
     """A Jepsen-style fault-injection harness for replicated Postgres.
@@ -171,21 +189,10 @@ def cli() -> None:
     show_default=True,
     help="Seconds to let the cluster recover after healing, before the final reads.",
 )
-@click.option(
-    "--store",
-    default="results",
-    show_default=True,
-    type=click.Path(path_type=Path),
-    help="Results store folder.",
-)
+@store_option
 @click.option("--name", default=None, help="Test name (default: cluster-workloads-nemesis).")
 @click.option("--keep-cluster", is_flag=True, help="Leave the cluster up after the run.")
-@click.option(
-    "--spark-master",
-    default=None,
-    envvar="HARNESS_SPARK_MASTER",
-    help="Spark master for the analysis (default local[*]).",
-)
+@spark_master_option("the analysis")
 def run(**opts: Any) -> None:
     """Run one test end to end and exit with its verdict."""
     from harness.check import check_paths
@@ -251,12 +258,7 @@ def run(**opts: Any) -> None:
     "confirm-rollback (a write told it was rolled back must never appear); default: the run's, "
     "or safekeeper for a bare history.",
 )
-@click.option(
-    "--spark-master",
-    default=None,
-    envvar="HARNESS_SPARK_MASTER",
-    help="Spark master for the analysis (default local[*]).",
-)
+@spark_master_option("the analysis")
 def check(
     paths: tuple[Path, ...],
     workloads: str | None,
@@ -283,12 +285,7 @@ def check(
     type=click.Path(path_type=Path),
     help="Write JUnit XML here: one test case per run, anomalies as failures.",
 )
-@click.option(
-    "--spark-master",
-    default=None,
-    envvar="HARNESS_SPARK_MASTER",
-    help="Spark master for the index of runs (default local[*]).",
-)
+@spark_master_option("the index of runs")
 def gate(result_dirs: tuple[Path, ...], junit: Path | None, spark_master: str | None) -> None:
     """Gate a release on stored runs: every run at or below RESULT_DIRS (default: results).
 
@@ -299,6 +296,19 @@ def gate(result_dirs: tuple[Path, ...], junit: Path | None, spark_master: str | 
 
     paths = list(result_dirs) or [Path("results")]
     sys.exit(gate_paths(paths, junit, spark_master, console))
+
+
+@cli.command()
+@store_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8000, show_default=True, help="Port to listen on (0: any free).")
+@spark_master_option("the index of runs")
+def serve(store: Path, host: str, port: int, spark_master: str | None) -> None:
+    """Browse the store: an index of every run (sortable, filterable), each report and file,
+    and a zip of a run. Listens on loopback unless --host says otherwise; Ctrl-C stops."""
+    from harness.serve import serve as serve_store
+
+    serve_store(store, host, port, spark_master, console)
 
 
 @cli.group()

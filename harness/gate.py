@@ -83,8 +83,9 @@ def print_table(console: Console, rows: list[RunRow], errors: dict[Path, str]) -
             f"[{COLOURS[verdict]}]{verdict}[/]",
             errors.get(row.dir) or row.summary,
         )
-    # A CI log is no terminal: rich would fold the table into 80 columns.
-    console.print(table, width=console.width if console.is_terminal else max(console.width, 160))
+    if not console.is_terminal:  # a CI log: rich would fold the table into 80 columns
+        console = Console(file=console.file, width=max(console.width, 160), highlight=False)
+    console.print(table)
     console.print(", ".join(f"[{COLOURS[v]}]{n} {v}[/]" for v, n in sorted(counts.items())))
 
 

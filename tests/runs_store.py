@@ -6,9 +6,16 @@ A run folder here is what `harness run` leaves before its check (config.json, hi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from tests.e2e.conftest import HARNESS, harness
 
 MS = 1_000_000
 
@@ -68,3 +75,59 @@ def check(spark: Any, run: Path) -> dict[str, Any]:
     from harness.check import analyze, resolve
 
     return analyze(spark, resolve(run, None, None), Console(quiet=True))
+
+
+# A test name no browser may read as markup: the index and reports must escape it.
+HOSTILE = "<img src=x onerror=alert(1)>"
+
+
+def checked_store(root: Path, timeout: float = 600) -> dict[str, Path]:
+    """A store of real checked runs, as `harness check` leaves them: one valid, one invalid (an
+    acknowledged add lost) whose names and settings are markup, one never checked."""
+    runs = {
+        "valid": make_run(root, "single-set-none", "20261121T100000"),
+        "invalid": make_run(
+            root,
+            HOSTILE,
+            "20261121T100100",
+            lose=True,
+            name=HOSTILE,
+            cluster="safekeeper",
+            cluster_options={"bug": "<script>alert(2)</script>"},
+            nemesis=["kill"],
+        ),
+        "unchecked": make_run(root, "single-set-none", "20261121T100200"),
+    }
+    done = harness("check", str(runs["valid"]), str(runs["invalid"]), timeout=timeout)
+    assert done.returncode == 1, done.stdout + done.stderr
+    return runs
+
+
+@contextlib.contextmanager
+def served(store: Path, *args: str, startup: float = 300) -> Iterator[str]:
+    """`harness serve` on a free loopback port over `store`: its URL, until the block ends."""
+    proc = subprocess.Popen(
+        [HARNESS, "serve", "--store", str(store), "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + startup
+        seen = []
+        for line in proc.stdout:  # the server says its address once its index is built
+            seen.append(line)
+            found = re.search(r"http://\S+/", line)
+            if found:
+                yield found.group(0)
+                return
+            assert time.monotonic() < deadline, "".join(seen)
+        raise AssertionError(f"harness serve exited {proc.wait()}: {''.join(seen)}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
