@@ -99,6 +99,14 @@ store_option = click.option(
 )
 
 
+junit_option = click.option(
+    "--junit",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Write JUnit XML here: one test case per run, anomalies as failures.",
+)
+
+
 def spark_master_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option(
         "--spark-master",
@@ -193,13 +201,48 @@ def cli() -> None:
 @click.option("--name", default=None, help="Test name (default: cluster-workloads-nemesis).")
 @click.option("--keep-cluster", is_flag=True, help="Leave the cluster up after the run.")
 @spark_master_option("the analysis")
+@click.option(
+    "--test-count",
+    default=1,
+    show_default=True,
+    help="Run the test N times, with seeds --seed … --seed+N-1, then gate them all.",
+)
+@click.option(
+    "--matrix",
+    default=None,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="A TOML file of runs (workloads × nemeses × modes × seeds; see the README): run "
+    "each in turn, then gate them all.",
+)
+@junit_option
 def run(**opts: Any) -> None:
-    """Run one test end to end and exit with its verdict."""
+    """Run one test end to end and exit with its verdict.
+
+    With --test-count or --matrix, run many one after another, check each, print a table of
+    them all and exit with the worst verdict."""
     from harness.check import check_paths
     from harness.runner import Runner
 
+    count, matrix, junit = opts.pop("test_count"), opts.pop("matrix"), opts.pop("junit")
+    if count != 1 or matrix is not None or junit is not None:
+        from harness.matrix import expand, repeat, run_many
+
+        ctx = click.get_current_context()
+        runs = expand(matrix, opts, ctx.command, ctx) if matrix is not None else [opts]
+        sys.exit(run_many([run_config(dict(r)) for r in repeat(runs, count)], junit, console))
+    cfg = run_config(opts)
+    result = Runner(cfg, console).run()
+    if result.interrupted:
+        err.print(f"interrupted; the history is kept: `harness check {result.run_dir}` analyses it")
+        sys.exit(EXIT_INTERRUPTED)
+    console.print("[dim]checking the history[/]")
+    sys.exit(check_paths([result.run_dir], None, None, cfg.spark_master, console))
+
+
+def run_config(opts: dict[str, Any]) -> RunConfig:
+    """The configuration of one run from the run command's options (consumed)."""
     backend, backend_opts = backend_settings(opts)
-    cfg = RunConfig(
+    return RunConfig(
         cluster=str(opts["cluster"]),
         cluster_options=kind_settings(str(opts["cluster"]), opts),
         backend=backend,
@@ -220,12 +263,6 @@ def run(**opts: Any) -> None:
         keep_cluster=bool(opts["keep_cluster"]),
         spark_master=opts["spark_master"],  # type: ignore[arg-type]
     )
-    result = Runner(cfg, console).run()
-    if result.interrupted:
-        err.print(f"interrupted; the history is kept: `harness check {result.run_dir}` analyses it")
-        sys.exit(EXIT_INTERRUPTED)
-    console.print("[dim]checking the history[/]")
-    sys.exit(check_paths([result.run_dir], None, None, cfg.spark_master, console))
 
 
 @cli.command()
@@ -279,12 +316,7 @@ def check(
 
 @cli.command()
 @click.argument("result_dirs", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--junit",
-    default=None,
-    type=click.Path(path_type=Path),
-    help="Write JUnit XML here: one test case per run, anomalies as failures.",
-)
+@junit_option
 @spark_master_option("the index of runs")
 def gate(result_dirs: tuple[Path, ...], junit: Path | None, spark_master: str | None) -> None:
     """Gate a release on stored runs: every run at or below RESULT_DIRS (default: results).

@@ -75,6 +75,7 @@ class Runner:
         )
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
         self.stop = threading.Event()
+        self.run_dir: Path | None = None  # once the run has its folder
 
     def _client(self, ep: Endpoint) -> PostgresClient:
         return PostgresClient(
@@ -92,6 +93,7 @@ class Runner:
     def run(self) -> RunResult:
         cfg = self.cfg
         run_dir = store.new_run_dir(cfg.store, cfg.test_name)
+        self.run_dir = run_dir
         config = cfg.to_json() | {
             "workload_params": {w.name: w.checker_params() for w in self.workloads},
             "cluster_name": f"{cfg.cluster}-{run_dir.name}".lower(),
