@@ -9,8 +9,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 DEBS := debootstrap iproute2 openjdk-17-jre-headless
 BENCH_DEBS := postgresql-15
+TEST_DEBS := chromium  # the browser tests (tests/browser) load pages in headless Chromium
 
-.PHONY: setup python debs image run test lint bench clean-clusters
+.PHONY: setup python debs test-debs image run test lint bench clean-clusters
 
 setup: python debs image
 
@@ -21,10 +22,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
-debs:
-	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+# $(call install_debs,PACKAGES): apt-get install those of PACKAGES that are not installed yet.
+define install_debs
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then echo "installing $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+endef
+
+debs:
+	$(call install_debs,$(DEBS))
+
+test-debs:
+	$(call install_debs,$(TEST_DEBS))
 
 image: python debs
 	$(BIN)/harness cluster image
@@ -36,7 +45,7 @@ lint: python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: setup lint
+test: setup test-debs lint
 	$(BIN)/pytest -q
 
 bench: setup

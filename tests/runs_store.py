@@ -131,3 +131,10 @@ def served(store: Path, *args: str, startup: float = 300) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def serve_checked_store(root: Path) -> Iterator[tuple[dict[str, Path], str]]:
+    """A module's fixture: `checked_store` at `root`, served; the runs and the URL."""
+    runs = checked_store(root)
+    with served(root) as url:
+        yield runs, url

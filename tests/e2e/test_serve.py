@@ -16,20 +16,18 @@ import pytest
 
 from tests.e2e.conftest import harness
 from tests.e2e.test_bad_input import assert_one_sentence
-from tests.runs_store import HOSTILE, checked_store, make_run, served
+from tests.runs_store import HOSTILE, make_run, serve_checked_store
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return checked_store(tmp_path_factory.mktemp("serve") / "results")
+Site = tuple[dict[str, Path], str]
 
 
 @pytest.fixture(scope="module")
-def url(runs: dict[str, Path]) -> Iterator[str]:
-    with served(runs["valid"].parent.parent) as address:
-        yield address
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """The runs of a checked store, and the URL `harness serve` serves it at."""
+    yield from serve_checked_store(tmp_path_factory.mktemp("serve") / "results")
 
 
 def get(url: str) -> tuple[int, str, bytes]:
@@ -71,7 +69,8 @@ def key(run: Path) -> str:
     return f"{run.parent.name}/{run.name}"
 
 
-def test_the_index_lists_every_run_with_its_verdict(runs: dict[str, Path], url: str) -> None:
+def test_the_index_lists_every_run_with_its_verdict(site: Site) -> None:
+    runs, url = site
     rows = index_rows(url)
     assert {k: r["data-verdict"] for k, r in rows.items()} == {
         key(runs["valid"]): "valid",
@@ -87,7 +86,8 @@ def test_the_index_lists_every_run_with_its_verdict(runs: dict[str, Path], url: 
         assert f".{verdict} {{ background: {colour}; }}" in page
 
 
-def test_everything_from_the_store_is_escaped(runs: dict[str, Path], url: str) -> None:
+def test_everything_from_the_store_is_escaped(site: Site) -> None:
+    _, url = site
     page = get(url)[2].decode()
     assert HOSTILE not in page and "<script>alert(2)" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
@@ -96,7 +96,8 @@ def test_everything_from_the_store_is_escaped(runs: dict[str, Path], url: str) -
     assert HOSTILE not in listing and "&lt;img src=x onerror=alert(1)&gt;" in listing
 
 
-def test_each_run_links_to_its_report_files_and_zip(runs: dict[str, Path], url: str) -> None:
+def test_each_run_links_to_its_report_files_and_zip(site: Site) -> None:
+    runs, url = site
     run = runs["invalid"]
     links = index_rows(url)[key(run)]["links"]
     report, files, archive = links
@@ -122,16 +123,19 @@ def test_each_run_links_to_its_report_files_and_zip(runs: dict[str, Path], url: 
 @pytest.mark.parametrize(
     "path", ["runs/%2e%2e/%2e%2e/etc/passwd", "runs/..%2f..%2fetc/passwd", "zip/..%2f..%2fetc.zip"]
 )
-def test_nothing_outside_the_store(url: str, path: str) -> None:
+def test_nothing_outside_the_store(site: Site, path: str) -> None:
+    _, url = site
     assert get(url + path)[0] == 404
 
 
-def test_unknown_pages_and_runs_are_404(url: str) -> None:
+def test_unknown_pages_and_runs_are_404(site: Site) -> None:
+    _, url = site
     assert get(url + "nope")[0] == 404
     assert get(url + "zip/single-set-none/19990101T000000.zip")[0] == 404
 
 
-def test_a_new_run_shows_without_a_restart(runs: dict[str, Path], url: str) -> None:
+def test_a_new_run_shows_without_a_restart(site: Site) -> None:
+    runs, url = site
     store = runs["valid"].parent.parent
     new = make_run(store, "single-set-none", "20261121T100300")
     try:
