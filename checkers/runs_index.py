@@ -34,6 +34,7 @@ _NOT_RUNS = {store.NODES, store.OPS}
 # How many anomalies of each checker the index keeps as examples (results.json has them all).
 EXAMPLES = 3
 _STAMP = "%Y%m%dT%H%M%S"
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 _S = T.StringType()
 _CONFIG_FIELDS = [
@@ -196,6 +197,11 @@ def build_index(spark: SparkSession, runs: list[Path]) -> list[RunRow]:
     files = [f for f in files if os.path.isfile(f)]
     parsed: dict[Path, dict[str, Any]] = {run: {} for run in runs}
     if files:
+        # The files are named one by one: Spark would start a job to list more than 32 of them
+        # (seconds for a few hundred runs), where looking at each on the driver takes
+        # milliseconds.
+        previous = spark.conf.get(_LISTING_THRESHOLD)
+        spark.conf.set(_LISTING_THRESHOLD, str(len(files) + 1))
         try:
             rows = (
                 spark.read.text(files, wholetext=True)
@@ -207,6 +213,8 @@ def build_index(spark: SparkSession, runs: list[Path]) -> list[RunRow]:
             )
         except (PySparkException, Py4JError) as e:
             raise InfraError(f"Spark failed while reading the store's runs: {e}") from e
+        finally:
+            spark.conf.set(_LISTING_THRESHOLD, previous)
         for row in rows:
             path = _local_path(row["file"])
             doc = row["doc"].asDict(recursive=True) if row["doc"] is not None else None
