@@ -19,10 +19,10 @@ A matrix file is TOML (the standard library reads it):
 
 The command line's options are the defaults, `[run]` overrides them, and a run's own values
 (its combination, or an `[[include]]`) override both. `[matrix]` also takes any other option by
-its name with a list of values (`variant = ["term-history", "epoch"]`), and a list given for
-`workload` or `nemesis` anywhere is joined with commas (`workload = ["bank", "append"]` is the
-two workloads sharing the workers). `--test-count N` repeats each run N times with seeds seed…
-seed+N-1.
+its name with a list of values (`variant = ["term-history", "epoch"]`), and a list given where
+an option takes text is joined with commas (`workload = ["bank", "append"]` is the two workloads
+sharing the workers, `bug = ["a", "b"]` two planted bugs). `--test-count N` repeats each run
+N times with seeds seed … seed+N-1.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _convert(
     out = {}
     for name, value in values.items():
         param = by_name[name]
-        if name in ("workloads", "nemesis") and isinstance(value, list):
+        if isinstance(value, list) and isinstance(param.type, click.types.StringParamType):
             value = ",".join(str(v) for v in value)
         try:
             out[str(name)] = param.type_cast_value(ctx, value)

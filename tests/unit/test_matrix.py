@@ -47,7 +47,7 @@ seeds = [0, 1]
 [[include]]
 workload = "append"
 nemesis = "partition-primary"
-bug = "ack-before-quorum"
+bug = ["accept-lower-term", "deposed-primary-serves"]
 """
 
 
@@ -68,11 +68,11 @@ def test_a_matrix_is_every_combination_then_the_includes(tmp_path: Path) -> None
     assert (include["workloads"], include["nemesis"], include["bug"]) == (
         "append",
         "partition-primary",
-        "ack-before-quorum",
+        "accept-lower-term,deposed-primary-serves",
     )
     assert include["mode"] is None and include["seed"] == 0
     configs = [run_config(dict(r)) for r in runs]
-    assert configs[-1].cluster_options == {"bug": "ack-before-quorum"}
+    assert configs[-1].cluster_options == {"bug": "accept-lower-term,deposed-primary-serves"}
     assert configs[2].cluster_options == {"mode": "confirm-rollback"}
 
 
