@@ -119,8 +119,11 @@ class Limbo:
         confirm, roll_back = decide(
             self.waiting, None if quorum is None else int(quorum), now, self.timeout
         )
+        inherited = sum(self.waiting[gid].inherited for gid in confirm)
         for gid in confirm:
             self.confirmed += self._finish(gid, "COMMIT")
+        if inherited:
+            log.info("confirmed %d transaction(s) of an earlier leader", inherited)
         if roll_back:
             log.warning(
                 "no quorum for %d transaction(s) within %g s: rolling back",

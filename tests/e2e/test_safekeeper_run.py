@@ -1,6 +1,7 @@
 """`harness run` on the safekeeper cluster with the primary cut off from the other nodes: with one
 compute, commits stall during the partition and resume after; with two, the standby takes over
-and commits go on through it; and a planted bug that acknowledges before the quorum is caught."""
+and commits go on through it, in either mode; and a planted bug that acknowledges before the
+quorum is caught."""
 
 from __future__ import annotations
 
@@ -74,3 +75,14 @@ def test_a_planted_acknowledgement_before_the_quorum_loses_writes(store: Path) -
     results = json.loads((run / "results.json").read_text())
     assert code == 1, results
     assert results["checkers"]["set"]["valid"] is False
+
+
+def test_the_confirm_rollback_mode_fails_over_and_stays_valid(store: Path) -> None:
+    code, run, history = run_partitioned(store, "--mode", "confirm-rollback")
+    assert code == 0, (run / "results.json").read_text()
+    (start, stop), *_ = partition_windows(history)
+    served = {e["node"] for e in history if e["type"] == "ok" and start < e["time"] < stop}
+    assert "n2" in served, f"no write was confirmed through n2 while n1 was cut off: {served}"
+    logs = (run / "nodes" / "n2" / "harness" / "compute.log").read_text()
+    took_over = logs.index("taking over")
+    assert "no transaction of an earlier leader waits: taking writes" in logs[took_over:]
