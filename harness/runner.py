@@ -107,7 +107,8 @@ class Runner:
         try:
             kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
             endpoints = kind.endpoints()
-            self._setup_workloads(endpoints[0])
+            config["versions"] = self._setup_workloads(endpoints[0])
+            store.write_json(run_dir / store.CONFIG, config)
             with HistoryWriter(run_dir / store.HISTORY) as history:
                 faults = nemesis.build(cfg.nemesis, kind, history, cfg.seed, cfg.nemesis_interval)
                 self._run_clients(endpoints, history, faults)
@@ -127,8 +128,10 @@ class Runner:
             self._teardown(kind)
             signal.signal(signal.SIGTERM, previous)
 
-    def _setup_workloads(self, ep: Endpoint) -> None:
-        """Create the workloads' tables, retrying while the cluster finishes starting."""
+    def _setup_workloads(self, ep: Endpoint) -> dict[str, str]:
+        """Create the workloads' tables, retrying while the cluster finishes starting; return
+        the server's version, for the report."""
+        versions: dict[str, str] = {}
 
         def attempt() -> bool:
             client = self._client(ep)
@@ -137,11 +140,13 @@ class Runner:
                 for w in self.workloads:
                     w.setup(conn)
                 conn.commit()
+                versions["postgres"] = conn.info.parameter_status("server_version") or "unknown"
                 return True
             finally:
                 client.close()
 
         wait_until("creating the workloads' tables", attempt, SETUP_DEADLINE, every=1.0)
+        return versions
 
     def _run_clients(
         self, endpoints: list[Endpoint], history: HistoryWriter, faults: Nemesis
