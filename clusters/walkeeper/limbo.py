@@ -81,9 +81,10 @@ class Limbo:
 
     def run(self) -> None:
         try:
-            self.conn("postgres").execute("SELECT pg_reload_conf()")  # a running one: the gate
             while not self.stop.wait(POLL):
                 try:
+                    if self.first:  # a Postgres that was already running reads the gate
+                        self.conn("postgres").execute("SELECT pg_reload_conf()")
                     self.step()
                 except Exception as e:  # Postgres restarting: again while the session lasts
                     log.info("limbo: %s: %s", type(e).__name__, e)
