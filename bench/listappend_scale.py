@@ -15,7 +15,8 @@ reset through /proc/self/clear_refs before each check) above the resident set ju
 `--tracemalloc` adds an untimed pass that reports tracemalloc's peak of Python allocations,
 `--profile N` a cProfile of the check at size N, and `--spark` times the whole pipeline,
 `harness check history.jsonl --workload append` as a subprocess, for the sizes up to
-`--spark-max`.
+`--spark-max`, with the peak resident set of its Python process and the load average as it
+began (a shared machine's other work shows up in the wall time).
 
     .venv/bin/python bench/listappend_scale.py [--sizes 10k,100k,1M] [--model serializable]
         [--strict] [--repeat 1] [--timeout 600] [--profile 100k] [--tracemalloc] [--spark]
@@ -273,8 +274,19 @@ def profile(txns: list[Txn], model: str, budget: float, top: int) -> str:
     return out.getvalue()
 
 
-def spark_check(txns: list[Txn], model: str, keep: Path | None) -> tuple[float, float, str]:
-    """(write s, `harness check` wall s, verdict) for the history through the whole pipeline."""
+@dataclass
+class SparkRun:
+    size: int
+    txns: int
+    write_s: float
+    wall_s: float
+    verdict: str
+    load: float  # 1-minute load average as the check began
+    rss_mib: float | None  # peak resident set of the harness process (the JVM is apart)
+
+
+def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> SparkRun:
+    """`harness check` of the history through the whole pipeline, timed as a subprocess."""
     with tempfile.TemporaryDirectory(dir=keep) as tmp:
         path = Path(tmp) / "history.jsonl"
         w0 = time.perf_counter()
@@ -283,15 +295,21 @@ def spark_check(txns: list[Txn], model: str, keep: Path | None) -> tuple[float, 
         out = Path(tmp) / "check"
         cmd = [HARNESS, "check", str(path), "--workload", "append", "--out", str(out)]
         cmd += ["--model", model]
-        c0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        wall = time.perf_counter() - c0
+        load = os.getloadavg()[0]
+        with (Path(tmp) / "output").open("w+") as output:
+            c0 = time.perf_counter()
+            proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT)
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - c0
+            output.seek(0)
+            text = output.read()
         results = out / "results.json"
         if results.exists():
             verdict = json.loads(results.read_text()).get("verdict", "?")
         else:
-            verdict = f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
-        return write, wall, verdict
+            verdict = f"exit {os.waitstatus_to_exitcode(status)}: {text.strip()[-300:]}"
+        rss = usage.ru_maxrss / 1024 if usage.ru_maxrss else None
+        return SparkRun(size, len(txns), write, wall, f"{model}: {verdict}", load, rss)
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -421,7 +439,7 @@ def main() -> None:
     )
 
     rows: list[Timing] = []
-    sparks: list[tuple[int, int, float, float, str]] = []
+    sparks: list[SparkRun] = []
     profiles: list[tuple[int, str, str]] = []
     for n in sizes:
         g0 = time.perf_counter()
@@ -456,21 +474,25 @@ def main() -> None:
             rows.append(t)
         if args.spark and n <= spark_max:
             for model in models:
-                write, wall, verdict = spark_check(txns, model, args.tmp)
-                sparks.append((n, len(txns), write, wall, f"{model}: {verdict}"))
-                print(f"  harness check ({model}): {wall:.1f} s, {verdict}", flush=True)
+                run = spark_check(txns, model, args.tmp, n)
+                sparks.append(run)
+                print(f"  harness check: {run.wall_s:.1f} s, {run.verdict}", flush=True)
         del txns
 
     print_table(rows, args.repeat)
     print_growth(rows)
     if sparks:
         print("\nfull pipeline: `harness check history.jsonl --workload append` (a subprocess)")
-        print(f"{'size':>6} {'txns':>9} {'write s':>8} {'check s':>8} {'txn/s':>9}  verdict")
-        for n, count, write, wall, verdict in sparks:
+        print(
+            f"{'size':>6} {'txns':>9} {'write s':>8} {'check s':>8} {'txn/s':>9} "
+            f"{'RSS MiB':>8} {'load':>5}  verdict"
+        )
+        for r in sparks:
             print(
-                f"{show_size(n):>6} {count:>9} {write:>8.1f} {wall:>8.1f} "
-                f"{count / wall:>9,.0f}  {verdict}"
+                f"{show_size(r.size):>6} {r.txns:>9} {r.write_s:>8.1f} {r.wall_s:>8.1f} "
+                f"{r.txns / r.wall_s:>9,.0f} {fmt(r.rss_mib, '8.0f')} {r.load:>5.2f}  {r.verdict}"
             )
+        print("(RSS: the harness process's peak; the JVM's heap is capped apart, at 4g)")
     for n, model, text in profiles:
         print(f"\ncProfile of the check, {show_size(n)} txns, {model}:")
         print(text)

@@ -5,9 +5,9 @@ Spark explodes each client transaction into one row per micro-operation with its
 text), partitions and sorts the rows by key, and runs the per-key analyses in its Python workers
 (`mapInArrow`): checkers/listappend/keys.py (version order, ww/wr/rw edges, anomalies without a
 cycle) and checkers/listappend/split_brain.py, the same functions the in-process checkers run. The
-driver gets integer edge arrays and the cases as JSON, and does the graph work. The exploded rows
-stay cached, so that the few keys whose edges a report explains can be analysed again, keeping
-the edges' reasons.
+driver gets integer edge arrays and the cases as JSON, in one job, and does the graph work. The
+few keys whose edges a report explains are exploded and analysed again, keeping the edges'
+reasons.
 """
 
 from __future__ import annotations
@@ -17,21 +17,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.listappend import Edge, explained
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.graph import Edges
-from checkers.listappend.keys import Access, analyze
+from checkers.listappend.keys import Access, analyze, paused_gc
 from harness.errors import BadInput
 from harness.history import NEMESIS
 
 APPEND, SPLIT_BRAIN = "append", "split-brain"
 OUT_SCHEMA = "src long, dst long, kind byte, key string, checker string, case string"
 _BATCH = 65_536  # output rows per Arrow batch
-_ROW = ("key", "txn", "pos", "type", "start", "end", "node", "error", "f", "elem", "read", "arg")
+_ROW = ("key", "txn", "pos", "type", "start", "end", "node", "error", "f", "arg")
 
 
 class TxnMeta(NamedTuple):
@@ -51,7 +53,7 @@ class KeyPass:
     edges: Edges
     edge_keys: pa.ChunkedArray  # the key (JSON text) of each edge
     cases: dict[str, list[dict[str, Any]]]
-    rows: DataFrame  # the exploded micro-operations, cached
+    rows: DataFrame  # the exploded micro-operations (a plan: read again for explanations)
 
     def reasons(self, rows: set[int]) -> dict[Edge, tuple[Any, ...]]:
         """The reasons of the edges of these rows' keys: those keys analysed again."""
@@ -69,20 +71,27 @@ def key_pass(ops: DataFrame) -> KeyPass:
         return _last[0][1]
     txn_ops = ops.filter((F.col("process") != NEMESIS) & (F.col("f") == "txn"))
     rows = _micro_operations(txn_ops)
+    # One job from the table to the driver: the edges and the cases come back together.
     out = (
         rows.repartition("key")
         .sortWithinPartitions("key", "txn", "pos")
         .mapInArrow(_analyse, OUT_SCHEMA)
-        .localCheckpoint()
+        .toArrow()
     )
-    table = out.filter(F.col("case").isNull()).select("src", "dst", "kind", "key").toArrow()
+    found = pc.is_valid(out.column("case"))
+    table = out.filter(pc.invert(found))
     edges = Edges()
     edges.src.frombytes(_raw(table.column("src"), "int64"))
     edges.dst.frombytes(_raw(table.column("dst"), "int64"))
     edges.kind.frombytes(_raw(table.column("kind"), "int8"))
     cases: dict[str, list[dict[str, Any]]] = {APPEND: [], SPLIT_BRAIN: []}
-    for row in out.filter(F.col("case").isNotNull()).select("checker", "case").toLocalIterator():
-        cases[row["checker"]].append(json.loads(row["case"]))
+    found_cases = out.filter(found)
+    for checker, case in zip(
+        found_cases.column("checker").to_pylist(),
+        found_cases.column("case").to_pylist(),
+        strict=True,
+    ):
+        cases[checker].append(json.loads(case))
     result = KeyPass(_meta(txn_ops), edges, table.column("key"), cases, rows)
     _last[:] = [(ops, result)]
     return result
@@ -92,8 +101,10 @@ _last: list[tuple[DataFrame, KeyPass]] = []
 
 
 def _micro_operations(txn_ops: DataFrame) -> DataFrame:
-    """One row per well-formed micro-operation (["append", k, v] or ["r", k, values]), kept: the
-    pass reads it, and so do the explanations later."""
+    """One row per well-formed micro-operation (["append", k, v] or ["r", k, values]), as a plan:
+    the pass reads it on its way to the shuffle, and the explanations read it again for their
+    few keys (keeping it would cost the pass more than that second read costs the rare history
+    with a cycle)."""
     mops = F.expr("try_cast(parse_json(value) as array<variant>)")
     exploded = txn_ops.select(
         F.col("invoke_index").alias("txn"),
@@ -119,37 +130,24 @@ def _micro_operations(txn_ops: DataFrame) -> DataFrame:
             F.expr("size(try_cast(m as array<variant>))").alias("n"),
         )
         .filter(F.col("f").isin("append", "r") & (F.col("n") == 3) & F.col("key").isNotNull())
-        .select(*_ROW[:-3], *_typed(F.col("v"), F.expr("schema_of_variant(v)")))
-        .localCheckpoint()
+        .select(*_ROW[:-1], F.to_json("v").alias("arg"))
     )
-
-
-def _typed(v: Column, schema: Column) -> list[Column]:
-    """The argument as an integer or a list of integers when it is one (no parsing in Python
-    then), else as JSON text; Spark's lenient casts ("5" to 5) are kept out by the schema."""
-    integer = F.when(schema == "BIGINT", F.expr("variant_get(v, '$', 'bigint')"))
-    integers = F.when(
-        schema.isin("ARRAY<BIGINT>", "ARRAY<VOID>"), F.expr("variant_get(v, '$', 'array<bigint>')")
-    )
-    other = F.when(~schema.isin("BIGINT", "ARRAY<BIGINT>", "ARRAY<VOID>", "VOID"), F.to_json(v))
-    return [integer.alias("elem"), integers.alias("read"), other.alias("arg")]
 
 
 def _meta(txn_ops: DataFrame) -> list[TxnMeta]:
-    table = (
-        txn_ops.select("invoke_index", "complete_index", "process", "type")
-        .orderBy("invoke_index")
-        .toArrow()
+    """Every transaction's TxnMeta in invocation order (sorted here: a sort in Spark would be
+    two more jobs for what the driver collects anyway)."""
+    columns = ("invoke_index", "complete_index", "process", "type")
+    table = txn_ops.select(*columns).toArrow().sort_by("invoke_index")
+    complete = pc.coalesce(table.column("complete_index"), table.column("invoke_index"))
+    index, process, type_ = (
+        table.column(n).to_pylist() for n in ("invoke_index", "process", "type")
     )
-    index, complete, process, type_ = (table.column(i).to_pylist() for i in range(4))
     try:
         procs = [int(p) for p in process]
     except ValueError as e:
         raise BadInput(f"a txn operation's process is not a number: {e}") from e
-    return [
-        TxnMeta(i, i if c is None else c, p, t)
-        for i, c, p, t in zip(index, complete, procs, type_, strict=True)
-    ]
+    return list(map(TxnMeta._make, zip(index, complete.to_pylist(), procs, type_, strict=True)))
 
 
 def _raw(column: pa.ChunkedArray, dtype: str) -> bytes:
@@ -161,29 +159,30 @@ def _analyse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """In a Spark worker: each key of a partition sorted by key, analysed by both checkers."""
     out: dict[str, list[Any]] = {name: [] for name in ("src", "dst", "kind", "key", "checker")}
     out["case"] = []
-    for key_json, accesses in _keys(batches, raw_keys=True):
-        key = _key(key_json)
-        result = analyze(key, accesses)
-        n = len(result.edges)
-        out["src"] += [e[0] for e in result.edges]
-        out["dst"] += [e[1] for e in result.edges]
-        out["kind"] += [e[2] for e in result.edges]
-        out["key"] += [key_json] * n
-        out["checker"] += [None] * n
-        out["case"] += [None] * n
-        for checker, cases in (
-            (APPEND, result.cases),
-            (SPLIT_BRAIN, split_brain_keys.analyze(key, accesses)),
-        ):
-            for case in cases:
-                for column in ("src", "dst", "kind", "key"):
-                    out[column].append(None)
-                out["checker"].append(checker)
-                out["case"].append(json.dumps(case))
-        if len(out["src"]) >= _BATCH:
+    with paused_gc():
+        for key_json, accesses in _keys(batches, raw_keys=True):
+            key = _key(key_json)
+            result = analyze(key, accesses)
+            n = len(result.edges)
+            out["src"] += [e[0] for e in result.edges]
+            out["dst"] += [e[1] for e in result.edges]
+            out["kind"] += [e[2] for e in result.edges]
+            out["key"] += [key_json] * n
+            out["checker"] += [None] * n
+            out["case"] += [None] * n
+            for checker, cases in (
+                (APPEND, result.cases),
+                (SPLIT_BRAIN, split_brain_keys.analyze(key, accesses)),
+            ):
+                for case in cases:
+                    for column in ("src", "dst", "kind", "key"):
+                        out[column].append(None)
+                    out["checker"].append(checker)
+                    out["case"].append(json.dumps(case))
+            if len(out["src"]) >= _BATCH:
+                yield _batch(out)
+        if out["src"]:
             yield _batch(out)
-    if out["src"]:
-        yield _batch(out)
 
 
 def _batch(out: dict[str, list[Any]]) -> pa.RecordBatch:
@@ -201,42 +200,48 @@ def _keys(
     batches: Iterator[pa.RecordBatch] | list[pa.RecordBatch], raw_keys: bool = False
 ) -> Iterator[tuple[Any, list[Access]]]:
     """(key, its accesses) from rows sorted by key, transaction and position; the key as JSON
-    text when `raw_keys`, else parsed."""
-    key: str | None = None
-    accesses: list[Access] = []
-    current: list[Any] = []  # the rows of the access being gathered
-    for batch in batches:
-        columns = [batch.column(name).to_pylist() for name in _ROW]
-        for row in zip(*columns, strict=True):
-            if current and (row[0] != key or row[1] != current[0][1]):
-                accesses.append(_access(current))
-                current = []
-            if row[0] != key:
-                if accesses:
-                    yield (key if raw_keys else _key(key)), accesses
-                key, accesses = row[0], []
-            current.append(row)
-    if current:
-        accesses.append(_access(current))
-    if accesses:
-        yield (key if raw_keys else _key(key)), accesses
+    text when `raw_keys`, else parsed.
+
+    The rows are taken column by column (Arrow to Python in bulk, the boundaries of keys and
+    accesses found by Arrow and numpy); Python builds only the accesses themselves."""
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches).combine_chunks()
+    n = table.num_rows
+    column = {name: table.column(name) for name in _ROW}
+    key, txn = column["key"], column["txn"].to_numpy()
+    new_key = np.ones(n, dtype=bool)
+    new_key[1:] = pc.fill_null(pc.not_equal(key[1:], key[:-1]), True).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(new_key | np.concatenate([[True], txn[1:] != txn[:-1]]))
+    heads = pa.array(starts)
+    first = [column[name].take(heads).to_pylist() for name in _ROW[1:8] if name != "pos"]
+    ops = list(
+        zip(column["pos"].to_pylist(), column["f"].to_pylist(), _values(column), strict=True)
+    )
+    bounds = starts.tolist()
+    accesses = [
+        Access(*head, tuple(ops[a:b]))
+        for head, a, b in zip(zip(*first, strict=True), bounds, [*bounds[1:], n], strict=True)
+    ]
+    key_starts = np.searchsorted(starts, np.flatnonzero(new_key)).tolist()
+    keys = key.take(pa.array(starts[key_starts])).to_pylist()
+    for k, a, b in zip(keys, key_starts, [*key_starts[1:], len(accesses)], strict=True):
+        yield (k if raw_keys else _key(k)), accesses[a:b]
 
 
-def _access(rows: list[tuple[Any, ...]]) -> Access:
-    _, txn, _, type_, start, end, node, error, *_ = rows[0]
-    ops = tuple((row[2], row[8], _value(*row[8:])) for row in rows)
-    return Access(txn, type_, start, end, node, error, ops)
-
-
-def _value(f: str, elem: int | None, read: list[int] | None, arg: str | None) -> Any:
-    if f == "r":
-        if read is not None:
-            return tuple(read)
-        value = json.loads(arg) if arg is not None else None
-        return tuple(value) if isinstance(value, list) else None
-    if elem is not None:
-        return elem
-    return _hashable(json.loads(arg)) if arg is not None else None
+def _values(column: dict[str, pa.ChunkedArray]) -> list[Any]:
+    """Each row's argument from its JSON text: a read's list as a tuple (None when it is no
+    list), an appended element made hashable. The texts are joined into one JSON array, which
+    Python's parser reads far faster than a text at a time (and Spark makes the texts faster
+    than it would typed columns)."""
+    texts = pc.fill_null(column["arg"], "null").to_pylist()
+    parsed = json.loads("[" + ",".join(texts) + "]")
+    reads = pc.equal(column["f"], "r").to_numpy(zero_copy_only=False).tolist()
+    return [
+        (tuple(v) if isinstance(v, list) else None) if read else _hashable(v)
+        for v, read in zip(parsed, reads, strict=True)
+    ]
 
 
 def _key(text: str | None) -> Any:

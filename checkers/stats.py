@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.history_table import process_value
@@ -22,52 +24,73 @@ _NS_PER_S = 1e9
 
 
 def check(ops: DataFrame) -> dict[str, Any]:
-    """Counts by workload/f/type, ok latency quantiles, duration, throughput, and plot series."""
-    client = ops.filter(F.col("process") != NEMESIS)
-    ended = F.coalesce("complete_time", "invoke_time")
-    span = ops.agg(
-        F.min("invoke_time").alias("start"),
-        F.max(ended).alias("end"),
-        F.count(F.when(F.col("process") == NEMESIS, 1)).alias("nemesis"),
-    ).collect()[0]
-    counts = [
-        row.asDict()
-        for row in client.groupBy("workload", "f", "type")
-        .count()
-        .orderBy(F.col("workload").asc_nulls_first(), "f", "type")
-        .collect()
-    ]
+    """Counts by workload/f/type, ok latency quantiles, duration, throughput, and plot series.
+
+    A few Spark jobs whatever the history's size: one aggregation (counts, latencies and the
+    span of the run together), the completion times of the client operations (the rate and the
+    plotted points are worked out from them on the driver), the nemesis's operations."""
+    groups = _groups(ops)
+    client = [g for g in groups if g["client"]]
+    counts = [{k: g[k] for k in ("workload", "f", "type", "count")} for g in client]
     by_type = {t: sum(c["count"] for c in counts if c["type"] == t) for t in ("ok", "fail", "info")}
-    duration_s = (span["end"] - span["start"]) / _NS_PER_S if span["start"] is not None else 0.0
+    starts = [g["start"] for g in groups if g["start"] is not None]
+    ends = [g["end"] for g in groups if g["end"] is not None]
+    start, end = (min(starts), max(ends)) if starts else (None, None)
+    duration_s = (end - start) / _NS_PER_S if start is not None else 0.0
+    completed = _completed(ops)
     return {
         "valid": True,
         "anomaly_types": [],
         "anomalies": [],
         "op_count": sum(by_type.values()),
         "by_type": by_type,
-        "nemesis_op_count": span["nemesis"],
+        "nemesis_op_count": sum(g["count"] for g in groups if g["client"] is False),
         "counts": counts,
         "latency_ms": _latencies(client),
         "duration_s": duration_s,
         "ok_per_s": by_type["ok"] / duration_s if duration_s > 0 else None,
-        "series": _series(client),
-        "rate": _rate(client),
-        "fault_windows": fault_windows(ops),
+        "series": _series(completed),
+        "rate": _rate(completed),
+        "fault_windows": fault_windows(ops, end),
     }
 
 
-def fault_windows(ops: DataFrame) -> list[dict[str, Any]]:
+def _groups(ops: DataFrame) -> list[dict[str, Any]]:
+    """Per (client or nemesis, workload, f, type): the count, the first invocation, the last
+    completion (or invocation), the latency quantiles and maximum; ordered as the report lists
+    them (workload, nulls first, then f, then type)."""
+    quantiles = F.percentile_approx("latency_ns", list(QUANTILES.values()), 100_000)
+    rows = (
+        ops.groupBy((F.col("process") != NEMESIS).alias("client"), "workload", "f", "type")
+        .agg(
+            F.count("*").alias("count"),
+            F.min("invoke_time").alias("start"),
+            F.max(F.coalesce("complete_time", "invoke_time")).alias("end"),
+            quantiles.alias("q"),
+            F.max("latency_ns").alias("max"),
+        )
+        .collect()
+    )
+    groups = [row.asDict() for row in rows]
+    return sorted(
+        groups, key=lambda g: (g["workload"] is not None, g["workload"] or "", g["f"], g["type"])
+    )
+
+
+def fault_windows(ops: DataFrame, end: int | None = None) -> list[dict[str, Any]]:
     """When each fault was in place: from its start's invocation to its stop's completion.
 
     Nemesis operations are few (two per fault), so they are paired on the driver. A fault whose
-    stop never came (the harness was killed) lasts until the end of the history."""
-    rows = (
+    stop never came (the harness was killed) lasts until the end of the history (`end`, ns,
+    found here when not given)."""
+    rows = sorted(
         ops.filter(F.col("process") == NEMESIS)
-        .select("f", "invoke_time", "complete_time", "value")
-        .orderBy("invoke_index")
-        .collect()
+        .select("f", "invoke_time", "complete_time", "value", "invoke_index")
+        .collect(),
+        key=lambda row: row["invoke_index"],
     )
-    end = ops.agg(F.max(F.coalesce("complete_time", "invoke_time"))).collect()[0][0]
+    if end is None:
+        end = ops.agg(F.max(F.coalesce("complete_time", "invoke_time"))).collect()[0][0]
     windows: list[dict[str, Any]] = []
     open_: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -86,53 +109,55 @@ def fault_windows(ops: DataFrame) -> list[dict[str, Any]]:
     return sorted(windows, key=lambda w: w["start"])
 
 
-def _latencies(client: DataFrame) -> list[dict[str, Any]]:
+def _latencies(client: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Latency quantiles (ms, nearest rank) of ok operations per workload and f."""
-    quantiles = F.percentile_approx("latency_ns", list(QUANTILES.values()), 100_000)
-    rows = (
-        client.filter(F.col("type") == "ok")
-        .groupBy("workload", "f")
-        .agg(F.count("*").alias("count"), quantiles.alias("q"), F.max("latency_ns").alias("max"))
-        .orderBy(F.col("workload").asc_nulls_first(), "f")
-        .collect()
-    )
     return [
         {
-            "workload": row["workload"],
-            "f": row["f"],
-            "count": row["count"],
-            **{name: q / _NS_PER_MS for name, q in zip(QUANTILES, row["q"], strict=True)},
-            "max": row["max"] / _NS_PER_MS,
+            "workload": g["workload"],
+            "f": g["f"],
+            "count": g["count"],
+            **{name: q / _NS_PER_MS for name, q in zip(QUANTILES, g["q"], strict=True)},
+            "max": g["max"] / _NS_PER_MS,
         }
-        for row in rows
+        for g in client
+        if g["type"] == "ok"
     ]
 
 
-def _series(client: DataFrame) -> list[dict[str, Any]]:
-    """Completed operations for the latency-over-time plot, every k-th one past the point cap."""
-    completed = client.filter(F.col("complete_time").isNotNull())
-    total = completed.count()
-    step = max(1, math.ceil(total / MAX_SERIES_POINTS))
-    numbered = completed.select(
-        (F.col("invoke_time") / _NS_PER_S).alias("t"),
-        (F.col("latency_ns") / _NS_PER_MS).alias("latency_ms"),
-        "f",
-        "type",
-        "workload",
-        "process",
-        F.row_number().over(Window.orderBy("invoke_index")).alias("n"),
-    )
-    rows = numbered.filter((F.col("n") - 1) % step == 0).drop("n").orderBy("t").collect()
-    return [{**row.asDict(), "process": process_value(row["process"])} for row in rows]
+def _completed(ops: DataFrame) -> pa.Table:
+    """The completed client operations: what the series and the rate are made of."""
+    done = (F.col("process") != NEMESIS) & F.col("complete_time").isNotNull()
+    columns = ("invoke_index", "invoke_time", "complete_time", "latency_ns", "f", "type")
+    return ops.filter(done).select(*columns, "workload", "process").toArrow()
 
 
-def _rate(client: DataFrame) -> list[dict[str, Any]]:
+def _series(completed: pa.Table) -> list[dict[str, Any]]:
+    """Completed operations for the latency-over-time plot, every k-th one (in invocation
+    order) past the point cap, in time order."""
+    step = max(1, math.ceil(completed.num_rows / MAX_SERIES_POINTS))
+    picked = completed.take(np.argsort(completed.column("invoke_index").to_numpy())[::step])
+    picked = picked.take(np.argsort(picked.column("invoke_time").to_numpy(), kind="stable"))
+    values = {
+        "t": (picked.column("invoke_time").to_numpy() / _NS_PER_S).tolist(),
+        "latency_ms": (picked.column("latency_ns").to_numpy() / _NS_PER_MS).tolist(),
+        **{name: picked.column(name).to_pylist() for name in ("f", "type", "workload")},
+        "process": [process_value(p) for p in picked.column("process").to_pylist()],
+    }
+    return [dict(zip(values, point, strict=True)) for point in zip(*values.values(), strict=True)]
+
+
+def _rate(completed: pa.Table) -> list[dict[str, Any]]:
     """Completions per second of the run, by type (ok, fail, info)."""
-    rows = (
-        client.filter(F.col("complete_time").isNotNull())
-        .groupBy(F.floor(F.col("complete_time") / _NS_PER_S).alias("t"), "type")
-        .count()
-        .orderBy("t", "type")
-        .collect()
-    )
-    return [row.asDict() for row in rows]
+    seconds = np.floor(completed.column("complete_time").to_numpy() / _NS_PER_S).astype(np.int64)
+    table = pa.table({"t": seconds, "type": completed.column("type")})
+    counts = table.group_by(["t", "type"]).aggregate([([], "count_all")])
+    counts = counts.sort_by([("t", "ascending"), ("type", "ascending")])
+    return [
+        {"t": t, "type": type_, "count": n}
+        for t, type_, n in zip(
+            counts.column("t").to_pylist(),
+            counts.column("type").to_pylist(),
+            counts.column("count_all").to_pylist(),
+            strict=True,
+        )
+    ]

@@ -51,15 +51,16 @@ def check(
     given. `mode` "confirm-rollback" adds that mode's contract (no resurrected rollback)."""
     models.check_model(model)
     txns = sorted(txns, key=lambda t: t.index)
-    per_key = keys.by_key(txns)
     edges = Edges()
     row_key: list[Any] = []
     cases: list[dict[str, Any]] = []
-    for k, accesses in per_key.items():
-        result = keys.analyze(k, accesses)
-        add_edges(edges, result.edges)
-        row_key.extend([k] * len(result.edges))
-        cases += result.cases
+    with keys.paused_gc():
+        per_key = keys.by_key(txns)
+        for k, accesses in per_key.items():
+            result = keys.analyze(k, accesses)
+            add_edges(edges, result.edges)
+            row_key.extend([k] * len(result.edges))
+            cases += result.cases
 
     def reasons(rows: set[int]) -> dict[Edge, tuple[Any, ...]]:
         return explained({row_key[r]: per_key[row_key[r]] for r in rows})

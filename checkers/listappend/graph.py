@@ -102,23 +102,27 @@ def realtime_edges(txns: Iterable[Meta], out: Edges) -> None:
 
 def build(edges: Edges) -> tuple[Graph, int]:
     """The graph cut down to its strongly connected components of two or more transactions,
-    and the number of distinct (from, to) pairs in the whole graph."""
+    and the number of distinct (from, to) pairs in the whole graph.
+
+    A history without a cycle (most) is one topological sort in rustworkx: the components
+    are only listed when there is a cycle to find."""
     if not len(edges):
         return Graph(), 0
     src = np.frombuffer(edges.src, dtype=np.int64)
     dst = np.frombuffer(edges.dst, dtype=np.int64)
-    ids, dense = np.unique(np.concatenate([src, dst]), return_inverse=True)
-    s, d = dense[: len(src)], dense[len(src) :]
-    pairs = np.unique(s * len(ids) + d).size
-    dg = rx.PyDiGraph()
-    dg.add_nodes_from(range(len(ids)))
+    ids, s, d = _dense(src, dst)
+    pairs = np.sort(s * len(ids) + d)
+    pair_count = 1 + int(np.count_nonzero(pairs[1:] != pairs[:-1]))
+    dg = rx.PyDiGraph(node_count_hint=len(ids), edge_count_hint=len(s))
     dg.extend_from_edge_list(list(zip(s.tolist(), d.tolist(), strict=True)))
+    g = Graph()
+    if rx.is_directed_acyclic_graph(dg):
+        return g, pair_count
     scc = np.full(len(ids), -1, dtype=np.int64)
     for number, component in enumerate(rx.strongly_connected_components(dg)):
         if len(component) > 1:
             scc[list(component)] = number
     inside = np.flatnonzero((scc[s] >= 0) & (scc[s] == scc[d]))
-    g = Graph()
     kinds = np.frombuffer(edges.kind, dtype=np.int8)
     for row, a, b, kind in zip(
         inside.tolist(),
@@ -128,4 +132,19 @@ def build(edges: Edges) -> tuple[Graph, int]:
         strict=True,
     ):
         g.add(a, b, kind, row if kind < PROCESS else NO_ROW)  # order edges have no reason
-    return g, pairs
+    return g, pair_count
+
+
+def _dense(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct transactions (sorted), and each edge's ends as numbers into them. History
+    indices are dense, so a table over their range does it without a sort; sparse or huge ones
+    are sorted."""
+    lo, hi = int(min(src.min(), dst.min())), int(max(src.max(), dst.max()))
+    if hi - lo > 4 * (len(src) + len(dst)) + 1024:
+        ids, dense = np.unique(np.concatenate([src, dst]), return_inverse=True)
+        return ids, dense[: len(src)], dense[len(src) :]
+    present = np.zeros(hi - lo + 1, dtype=bool)
+    present[src - lo] = True
+    present[dst - lo] = True
+    number = np.cumsum(present) - 1
+    return np.flatnonzero(present) + lo, number[src - lo], number[dst - lo]
