@@ -14,7 +14,9 @@ earlier. A known element is exactly one of:
 Besides: an element in a read that was never added, or whose add failed, is unexpected (invalid);
 an element a read lists twice is duplicated (invalid); an add with an unknown outcome (info) that
 a read shows is recovered (allowed: it took effect). In the confirm/rollback mode, an unexpected
-element whose add was told it was rolled back is a resurrected rollback (invalid) instead.
+element whose add was told it was rolled back is instead a resurrected rollback when a read invoked
+after that answer contains it, and a dirty read (a read of unconfirmed data) when only reads
+invoked before it did (both invalid).
 
 Reads grow with the set, so exploding every read into (read, element) rows would cost reads x
 elements rows. Instead, reads are put in invocation order (their rank) and each is compared with
@@ -31,14 +33,15 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers.history_table import op_dicts
-from checkers.rollback import CONFIRM_ROLLBACK, RESURRECTED, ROLLBACK
+from checkers.rollback import CONFIRM_ROLLBACK, DIRTY, RESURRECTED, ROLLBACK
 from harness.errors import BadInput
 from harness.history import NEMESIS
 from harness.verdict import Validity
 
 ANOMALY_CAP = 50
-INVALID_TYPES = ("duplicated", "lost", RESURRECTED, "unexpected")
+INVALID_TYPES = (DIRTY, "duplicated", "lost", RESURRECTED, "unexpected")
 ANOMALY_TYPES = (
+    DIRTY,
     "duplicated",
     "lost",
     "never-read",
@@ -61,7 +64,7 @@ def check(ops: DataFrame, mode: str | None = None) -> dict[str, Any]:
         "type",
         "invoke_index",
         "complete_time",
-        F.when(rollback, F.struct("invoke_index", "error")).alias("rollback"),
+        F.when(rollback, F.struct("invoke_index", "error", "complete_time")).alias("rollback"),
     )
     reads = client.filter((F.col("f") == "read") & (F.col("type") == "ok")).select(
         F.col("invoke_index").alias("read"),
@@ -209,6 +212,7 @@ def _elements(adds: DataFrame, intervals: DataFrame, ranked: DataFrame) -> DataF
     last = ranked.select(
         F.col("rank").alias("last_rank"),
         F.col("read").alias("last_read"),
+        F.col("inv").alias("last_read_invoked"),
         F.col("comp").alias("last_seen_time"),
     )
     seen = spans.join(first, "first_rank").join(last, "last_rank")
@@ -222,6 +226,8 @@ def _elements(adds: DataFrame, intervals: DataFrame, ranked: DataFrame) -> DataF
         .otherwise(F.col("add.op"))
         .alias("add_op"),
         F.when(failed, F.col("rollback.error")).alias("rollback_error"),
+        F.when(failed, F.col("rollback.complete_time")).alias("rollback_time"),
+        "last_read_invoked",
         "first_read",
         "first_seen_time",
         "last_read",
@@ -349,12 +355,17 @@ def _duplicates(reads: DataFrame, repeating: list[int]) -> DataFrame | None:
 
 
 def _counts(judged: DataFrame) -> dict[str, int]:
-    """How many elements were attempted, acknowledged, known and stable."""
+    """How many elements were attempted, acknowledged, known and stable, and how many of the
+    lost ones had an acknowledged add (the others were known only from a read)."""
+    acknowledged = F.col("outcome") == _OK
     row = judged.agg(
         F.count("outcome").alias("attempt_count"),
-        F.count(F.when(F.col("outcome") == _OK, 1)).alias("ok_add_count"),
+        F.count(F.when(acknowledged, 1)).alias("ok_add_count"),
         F.count("status").alias("known_count"),
         F.count(F.when(F.col("status") == "stable", 1)).alias("stable_count"),
+        F.count(F.when(acknowledged & (F.col("status") == "lost"), 1)).alias(
+            "lost_acknowledged_count"
+        ),
     ).collect()[0]
     return row.asDict()
 
@@ -365,6 +376,7 @@ def _listed(judged: DataFrame, duplicates: DataFrame | None) -> list[Any]:
         "element",
         "add_op",
         "rollback_error",
+        "rollback_time",
         "outcome",
         "add_ok_time",
         "known_time",
@@ -378,14 +390,18 @@ def _listed(judged: DataFrame, duplicates: DataFrame | None) -> list[Any]:
         "proof_time",
     ]
     shown_by_first_read = F.col("first_read").alias("proof_read")
-    resurrected = F.col("rollback_error").isNotNull()
+    rolled_back = F.col("rollback_error").isNotNull()
+    # seen by a read begun after the client was told of the rollback, or only by earlier ones
+    resurrected = rolled_back & (F.col("last_read_invoked") > F.col("rollback_time"))
+    dirty = rolled_back & ~resurrected
     kinds = {
         "lost": (F.col("status") == "lost", F.col("proof_read")),
         "stale": (F.col("status") == "stale", F.col("proof_read")),
         "never-read": (F.col("status") == "never-read", F.lit(None).cast("bigint")),
         "recovered": ((F.col("outcome") == _INFO) & F.col("first_read").isNotNull(), None),
-        RESURRECTED: (F.col("unexpected") & resurrected, None),
-        "unexpected": (F.col("unexpected") & ~resurrected, None),
+        RESURRECTED: (F.col("unexpected") & resurrected, F.col("last_read")),
+        DIRTY: (F.col("unexpected") & dirty, None),
+        "unexpected": (F.col("unexpected") & ~rolled_back, None),
     }
     parts = [
         judged.filter(condition).select(
@@ -441,7 +457,15 @@ def _explain(row: Any) -> str:
     if kind == RESURRECTED:
         return (
             f"element {e}: its {add} was told it was rolled back ({row['rollback_error']}), yet "
-            f"the read at index {row['proof_read']} contains it: a rolled-back write became visible"
+            f"the read at index {row['proof_read']}, invoked after that, contains it: a "
+            "rolled-back write became visible"
+        )
+    if kind == DIRTY:
+        return (
+            f"element {e}: the read at index {row['proof_read']} contains it while its {add} "
+            f"waited for the quorum; the add was then told it was rolled back "
+            f"({row['rollback_error']}, at {_s(row['rollback_time'])}) and no read begun after "
+            "that contains it: the read saw a write that was never confirmed"
         )
     if kind == "unexpected":
         why = "which no operation ever added" if row["add_op"] is None else f"whose {add} failed"

@@ -212,7 +212,9 @@ def _incompatible(k: Any, reads: Reads) -> list[dict[str, Any]]:
 def _aborted(k: Any, ok_reads: Reads, versions: Versions) -> list[dict[str, Any]]:
     """G1a: an ok read holds an element whose append failed. An element whose append got a
     definite rollback error is also a resurrected rollback (once per element, at the first read
-    that shows it), which the confirm/rollback mode's contract forbids."""
+    that shows it and began after the error was returned), which the confirm/rollback mode's
+    contract forbids; a read that overlapped the wait for the decision is the G1a alone (a read
+    of unconfirmed data)."""
     if not versions.failed:
         return []
     cases = []
@@ -226,12 +228,13 @@ def _aborted(k: Any, ok_reads: Reads, versions: Versions) -> list[dict[str, Any]
                 "aborted write was read"
             )
             cases.append(_case("G1a", [t, w], text))
-            if x not in resurrected and rolled_back(w.error):
+            after = w.end is not None and t.start > w.end
+            if x not in resurrected and after and rolled_back(w.error):
                 resurrected.add(x)
                 text = (
                     f"{w.name} appended {x!r} to key {k!r} and was told it was rolled back "
-                    f"({w.error}), yet {t.name} read the key with {x!r} in it: a rolled-back "
-                    "write became visible"
+                    f"({w.error}), yet {t.name}, begun after that, read the key with {x!r} in "
+                    "it: a rolled-back write became visible"
                 )
                 cases.append(_case(RESURRECTED, [w, t], text))
     return cases

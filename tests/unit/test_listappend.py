@@ -233,6 +233,15 @@ def test_a_rolled_back_append_that_reappears_breaks_the_confirm_rollback_contrac
     assert check(refused, "read-uncommitted", mode="confirm-rollback")["valid"] is True
 
 
+def test_a_read_overlapping_the_wait_for_a_rollback_is_a_dirty_read_not_a_resurrection() -> None:
+    """Tarantool 2.6 shows a write while it waits for its quorum: a read that began before the
+    rollback was returned saw unconfirmed data (G1a), and the rollback itself held."""
+    history = concurrent(txn(1, A("x", 1)), txn(2, A("y", 1)), txn(3, R("x", [1]), R("y", [1])))
+    history[0] = rolled_back(history[0], "ER 216: … (rolled back by the leader)")
+    result = check(history, "serializable", mode="confirm-rollback")
+    assert result["anomaly_types"] == ["G1a"]
+
+
 def skew_ring(n: int) -> list[Txn]:
     """n concurrent transactions, each reading its key empty and appending to the next one's: one
     strongly connected component of n transactions joined by rw edges (write skew all round)."""

@@ -79,6 +79,21 @@ def test_lost_and_a_read_concurrent_with_the_add(write_ops: WriteOps, ops_of: Op
     assert "and 1 later read do not contain it" in lost["explanation"]
     assert op_indices(lost) == [add1, seen, missed]
     assert (result["lost_count"], result["stable_count"], result["stale_count"]) == (1, 1, 0)
+    assert result["lost_acknowledged_count"] == 1
+
+
+def test_an_unknown_add_a_read_showed_then_lost_is_lost_but_not_acknowledged(
+    write_ops: WriteOps, ops_of: OpsOf
+) -> None:
+    result, (add1, seen, missed) = run(
+        write_ops,
+        ops_of,
+        [add(0, 1, 0, 10, "info"), read(1, 5, 8, [1]), read(1, 20, 30, [])],
+    )
+    (lost,) = of_kind(result, "lost")
+    assert f"its add at index {add1} being unknown" in lost["explanation"]
+    assert op_indices(lost) == [add1, seen, missed]
+    assert (result["lost_count"], result["lost_acknowledged_count"]) == (1, 0)
 
 
 def test_lost_without_ever_being_read(write_ops: WriteOps, ops_of: OpsOf) -> None:
@@ -234,12 +249,51 @@ def test_a_rolled_back_add_that_a_read_shows_is_resurrected_in_confirm_rollback_
     (resurrected,) = of_kind(result, "resurrected-rollback")
     assert resurrected["explanation"] == (
         f"element 1: its add at index {rolled} was told it was rolled back ({QUORUM_TIMEOUT}), "
-        f"yet the read at index {shown} contains it: a rolled-back write became visible"
+        f"yet the read at index {shown}, invoked after that, contains it: a rolled-back write "
+        "became visible"
     )
     assert op_indices(resurrected) == [rolled, shown]
     (unexpected,) = of_kind(result, "unexpected")
     assert op_indices(unexpected) == [refused, shown]
     assert (result["resurrected_rollback_count"], result["unexpected_count"]) == (1, 1)
+
+
+def read_while_waiting(read_again: bool) -> list[dict]:
+    """Element 5's add waits for its quorum from 0 to 40 and is then told it was rolled back; a
+    read from 10 to 20 shows it, and a read from 50 to 60 shows it again only if `read_again`."""
+    return [
+        add(0, 5, 0, 40, "fail") | {"error": QUORUM_TIMEOUT},
+        read(1, 10, 20, [5]),
+        read(1, 50, 60, [5] if read_again else []),
+    ]
+
+
+def test_a_read_that_saw_an_add_before_its_rollback_is_a_dirty_read(
+    write_ops: WriteOps, ops_of: OpsOf
+) -> None:
+    path, (rolled, dirty, _) = write_ops(read_while_waiting(read_again=False))
+    result = sets.check(ops_of(path), mode="confirm-rollback")
+    assert result["valid"] is False
+    assert result["anomaly_types"] == ["dirty-read"]
+    (anomaly,) = result["anomalies"]
+    assert anomaly["explanation"] == (
+        f"element 5: the read at index {dirty} contains it while its add at index {rolled} "
+        f"waited for the quorum; the add was then told it was rolled back ({QUORUM_TIMEOUT}, at "
+        "0.040 s) and no read begun after that contains it: the read saw a write that was never "
+        "confirmed"
+    )
+    assert op_indices(anomaly) == [rolled, dirty]
+    assert result["dirty_read_count"] == 1
+
+
+def test_a_rolled_back_add_read_again_after_its_rollback_is_resurrected_not_dirty(
+    write_ops: WriteOps, ops_of: OpsOf
+) -> None:
+    path, (rolled, _, later) = write_ops(read_while_waiting(read_again=True))
+    result = sets.check(ops_of(path), mode="confirm-rollback")
+    assert result["anomaly_types"] == ["resurrected-rollback"]
+    assert op_indices(result["anomalies"][0]) == [rolled, later]
+    assert result["dirty_read_count"] == 0
 
 
 def test_in_safekeeper_mode_a_rolled_back_add_that_a_read_shows_is_unexpected(
