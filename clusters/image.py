@@ -86,6 +86,7 @@ NODE_IMAGE = ImageSpec(
         "tini",
         "netcat-openbsd",
         "openssh-server",
+        "tarantool",  # the tarantool cluster kind: Debian's 2.6.0, seed 002's qsync
     ),
     context=Path(__file__).parent / "images" / "node",
 )

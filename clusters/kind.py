@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from clusters.backend import Backend, Node, shell_quote
-from harness.errors import InfraError
+from harness.errors import BadInput, InfraError
 
 # The clock nemesis moves a node's clock by rewriting CLOCK_FILE, which libfaketime, preloaded
 # into every cluster process, reads on each clock call (FAKETIME_NO_CACHE: otherwise it caches
@@ -50,6 +50,7 @@ class Endpoint:
     target_session_attrs: str = "any"
     nodes: tuple[tuple[str, str], ...] = ()  # ("host:port", node name) pairs
     two_phase: bool = False
+    protocol: str = "postgres"  # which client speaks to it (workloads.clients)
 
     @property
     def url(self) -> str:
@@ -57,9 +58,28 @@ class Endpoint:
         hosts = ",".join(
             f"{h}:{ports[min(i, len(ports) - 1)]}" for i, h in enumerate(self.host.split(","))
         )
+        if self.protocol != "postgres":
+            return f"{self.protocol}://{hosts}"
         query = "" if self.target_session_attrs == "any" else "?target_session_attrs="
         query += "" if self.target_session_attrs == "any" else self.target_session_attrs
         return f"postgresql://{self.user}@{hosts}/{self.dbname}{query}"
+
+
+SYNCHRO_TIMEOUT = 2.0  # confirm-rollback: seconds a transaction waits for the quorum
+SYNCHRO_TIMEOUT_OPTION = KindOption(
+    "synchro_timeout",
+    float,
+    f"confirm-rollback: seconds a transaction waits for the quorum before the leader rolls it "
+    f"back (default {SYNCHRO_TIMEOUT:g}).",
+)
+
+
+def synchro_timeout(options: dict[str, Any]) -> float:
+    """The --synchro-timeout a kind was given, checked."""
+    timeout = options.get("synchro_timeout") or SYNCHRO_TIMEOUT
+    if timeout <= 0:
+        raise BadInput(f"--synchro-timeout must be positive, not {timeout!r}")
+    return float(timeout)
 
 
 class ClusterKind(ABC):
@@ -67,6 +87,9 @@ class ClusterKind(ABC):
 
     name: ClassVar[str]
     cli_options: ClassVar[tuple[KindOption, ...]] = ()
+    # The contract the checkers hold its histories to (DESIGN.md): "safekeeper" (a commit that
+    # returned is durable) or "confirm-rollback" (also: a rolled-back write never appears).
+    mode: str = "safekeeper"
 
     def __init__(self, backend: Backend, cluster: str, options: dict[str, Any]) -> None:
         self.backend = backend
@@ -119,16 +142,19 @@ class ClusterKind(ABC):
         return self.backend.down(self.cluster)
 
 
-def under_faketime(cmd: str) -> str:
+def under_faketime(cmd: str, *, monotonic: bool = True) -> str:
     """`cmd` with libfaketime preloaded and reading the node's clock file.
 
     Put it after the privilege drop (`runuser -u USER -- ` + this): preloaded into runuser, it
-    would create its semaphore as root, and the dropped process then fails to open it."""
+    would create its semaphore as root, and the dropped process then fails to open it. With
+    `monotonic` false only the wall clock moves, as a real clock step would."""
     env = {
         "LD_PRELOAD": FAKETIME_LIB,
         "FAKETIME_TIMESTAMP_FILE": CLOCK_FILE,
         "FAKETIME_NO_CACHE": "1",
     }
+    if not monotonic:
+        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
     return "env " + " ".join(f"{k}={shell_quote(v)}" for k, v in env.items()) + " " + cmd
 
 

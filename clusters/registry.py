@@ -10,10 +10,11 @@ from clusters.backend import Backend
 from clusters.kind import ClusterKind, KindOption
 from clusters.safekeeper import SafekeeperCluster
 from clusters.single import SingleCluster
+from clusters.tarantool_qsync import TarantoolCluster
 from harness.errors import BadInput
 
 CLUSTER_KINDS: dict[str, type[ClusterKind]] = {
-    k.name: k for k in (SingleCluster, SafekeeperCluster)
+    k.name: k for k in (SingleCluster, SafekeeperCluster, TarantoolCluster)
 }
 
 

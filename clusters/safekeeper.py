@@ -18,10 +18,12 @@ from typing import Any
 from clusters import postgres_node as pg
 from clusters.backend import Node, shell_quote
 from clusters.kind import (
+    SYNCHRO_TIMEOUT_OPTION,
     ClusterKind,
     Endpoint,
     KindOption,
     ensure_clock_file,
+    synchro_timeout,
     wait_until,
 )
 from clusters.walkeeper import bugs  # its lists of names: the modules the harness reads
@@ -41,7 +43,6 @@ BUGS = bugs.NAMES
 DEFAULT_SAFEKEEPERS = 3
 DEFAULT_COMPUTES = 2
 FAILOVER_AFTER = 5.0  # seconds a quorum of safekeepers hears no proposer before a takeover
-SYNCHRO_TIMEOUT = 2.0  # confirm-rollback: seconds a transaction waits for the quorum
 
 COMPUTE_CONF = f"""
 synchronous_standby_names = '{SLOT}'
@@ -79,12 +80,7 @@ class SafekeeperCluster(ClusterKind):
             "it or rolls back after --synchro-timeout; see README.md for what a client sees.",
             MODES,
         ),
-        KindOption(
-            "synchro_timeout",
-            float,
-            f"confirm-rollback: seconds a transaction waits for the quorum before the leader rolls "
-            f"it back (default {SYNCHRO_TIMEOUT:g}).",
-        ),
+        SYNCHRO_TIMEOUT_OPTION,
         KindOption(
             "variant",
             str,
@@ -96,6 +92,7 @@ class SafekeeperCluster(ClusterKind):
     @classmethod
     def nodes_needed(cls, options: dict[str, Any]) -> int:
         planted(options)  # checked here too: before any node starts
+        synchro_timeout(options)
         return count_option(options, "computes", DEFAULT_COMPUTES) + count_option(
             options, "safekeepers", DEFAULT_SAFEKEEPERS
         )
@@ -116,10 +113,7 @@ class SafekeeperCluster(ClusterKind):
 
     @property
     def synchro_timeout(self) -> float:
-        timeout = self.options.get("synchro_timeout") or SYNCHRO_TIMEOUT
-        if timeout <= 0:
-            raise BadInput(f"--synchro-timeout must be positive, not {timeout!r}")
-        return float(timeout)
+        return synchro_timeout(self.options)
 
     @property
     def bug_flag(self) -> str:

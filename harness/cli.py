@@ -132,7 +132,9 @@ def cli() -> None:
     "--cluster",
     default="safekeeper",
     show_default=True,
-    help="Cluster kind to deploy: safekeeper (Postgres, proxy, safekeepers) or single.",
+    help="Cluster kind to deploy: safekeeper (Postgres, proxy, safekeepers), single (one "
+    "Postgres) or tarantool (Tarantool 2.6's synchronous replication, checked in the "
+    "confirm-rollback mode).",
 )
 @kind_options
 @backend_options

@@ -27,7 +27,7 @@ from harness.progress import Progress
 from nemesis.base import Nemesis
 from workloads import build as build_workloads
 from workloads.base import Workload, WorkloadOptions
-from workloads.postgres import PostgresClient
+from workloads.clients import Client, client_for
 
 FINAL_READ_DEADLINE = 60.0
 SETUP_DEADLINE = 60.0
@@ -77,18 +77,8 @@ class Runner:
         self.stop = threading.Event()
         self.run_dir: Path | None = None  # once the run has its folder
 
-    def _client(self, ep: Endpoint) -> PostgresClient:
-        return PostgresClient(
-            ep.host,
-            ep.port,
-            ep.dbname,
-            ep.user,
-            self.cfg.isolation,
-            self.cfg.op_timeout,
-            ep.target_session_attrs,
-            dict(ep.nodes),
-            ep.two_phase,
-        )
+    def _client(self, ep: Endpoint) -> Client:
+        return client_for(ep, self.cfg.isolation, self.cfg.op_timeout)
 
     def run(self) -> RunResult:
         cfg = self.cfg
@@ -102,6 +92,9 @@ class Runner:
         store.point_latest(cfg.store, run_dir)
         self.console.print(f"run folder: {run_dir}")
         kind = self.kind_class(self.backend, config["cluster_name"], cfg.cluster_options)
+        if kind.mode != ClusterKind.mode:  # `harness check` reads the contract from the options
+            config["cluster_options"] = {**config["cluster_options"], "mode": kind.mode}
+            store.write_json(run_dir / store.CONFIG, config)
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         faults: Nemesis | None = None
         try:
@@ -134,16 +127,8 @@ class Runner:
         versions: dict[str, str] = {}
 
         def attempt() -> bool:
-            client = self._client(ep)
-            try:
-                conn = client.connect()
-                for w in self.workloads:
-                    w.setup(conn)
-                conn.commit()
-                versions["postgres"] = conn.info.parameter_status("server_version") or "unknown"
-                return True
-            finally:
-                client.close()
+            versions.update(self._client(ep).setup(self.workloads))
+            return True
 
         wait_until("creating the workloads' tables", attempt, SETUP_DEADLINE, every=1.0)
         return versions

@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import IsolationLevel
@@ -22,6 +22,9 @@ from psycopg import IsolationLevel
 from workloads.base import Definite, Workload
 from workloads.confirm_rollback import prepare_and_wait
 from workloads.errors import Phase, classify, describe
+
+if TYPE_CHECKING:
+    from clusters.kind import Endpoint
 
 ISOLATION_LEVELS = {
     "serializable": IsolationLevel.SERIALIZABLE,
@@ -89,6 +92,31 @@ class PostgresClient:
         self._timeout = timeout
         self._two_phase = two_phase
         self._conn: psycopg.Connection | None = None
+
+    @classmethod
+    def from_endpoint(cls, ep: Endpoint, isolation: str, timeout: float) -> PostgresClient:
+        return cls(
+            ep.host,
+            ep.port,
+            ep.dbname,
+            ep.user,
+            isolation,
+            timeout,
+            ep.target_session_attrs,
+            dict(ep.nodes),
+            ep.two_phase,
+        )
+
+    def setup(self, workloads: list[Workload]) -> dict[str, str]:
+        """Create the workloads' tables; return the server's version, for the report."""
+        try:
+            conn = self.connect()
+            for w in workloads:
+                w.setup(conn)
+            conn.commit()
+            return {"postgres": conn.info.parameter_status("server_version") or "unknown"}
+        finally:
+            self.close()
 
     def connect(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:

@@ -37,6 +37,16 @@ def test_mode_of_another_cluster_kind(store: Path) -> None:
     assert "bogus" in assert_one_sentence(harness("run", "--mode", "bogus"))
 
 
+def test_tarantool_sizes_and_options(store: Path) -> None:
+    args = ("run", "--cluster", "tarantool", "--store", str(store))
+    text = assert_one_sentence(harness(*args, "--instances", "4"))
+    assert "--instances must be 3 or 5" in text
+    text = assert_one_sentence(harness(*args, "--computes", "2"))
+    assert "--computes applies to --cluster safekeeper only" in text
+    assert "positive" in assert_one_sentence(harness(*args, "--synchro-timeout", "-1"))
+    assert not store.exists()
+
+
 def test_unknown_flag_is_254_not_click_s_2() -> None:
     assert "--frobnicate" in assert_one_sentence(harness("run", "--frobnicate"))
 

@@ -1,0 +1,223 @@
+"""Cluster kind `tarantool` (seed 002 as Tarantool 2.6.0 implements it): `--instances N` nodes (3
+or 5, default 5) in a full mesh, every data space synchronous (`is_sync`), the synchro quorum a
+majority. n1 bootstraps the cluster and leads; the others are read-only replicas.
+
+Tarantool 2.6 has no election. A controller (clusters/qsync/controller.lua) runs on the last node
+and does an operator's failover: when the leader has been unreachable or read-only for
+FAILOVER_AFTER seconds and it reaches a quorum, it promotes the most advanced reachable replica
+(`box.ctl.clear_synchro_queue()`, then `read_only = false`) and demotes any other writable node
+it can reach. A leader that hears fewer than a quorum of peers for LEASE seconds demotes itself.
+Clients try the nodes in turn and keep to the one that takes writes. README.md ("The tarantool
+cluster") lists the weaknesses of this procedure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from clusters.backend import Node, shell_quote
+from clusters.kind import (
+    SYNCHRO_TIMEOUT_OPTION,
+    ClusterKind,
+    Endpoint,
+    KindOption,
+    ensure_clock_file,
+    synchro_timeout,
+    under_faketime,
+    wait_until,
+)
+from harness.errors import BadInput
+
+PORT = 3301
+SCRIPTS = Path(__file__).parent / "qsync"
+INSTALL = "/opt/qsync"
+DATA_DIR = "/var/lib/harness/tarantool"
+LOG_DIR = "/var/log/harness"
+STATE_FILE = "/var/lib/harness/controller.json"
+DEFAULT_INSTANCES = 5
+SIZES = (3, 5)
+FAILOVER_AFTER = 4.0  # seconds without a writable leader before the controller promotes another
+LEASE = 3.0  # seconds a leader keeps taking writes without hearing a quorum of peers
+
+
+class TarantoolCluster(ClusterKind):
+    name = "tarantool"
+    mode = "confirm-rollback"  # the only one Tarantool's synchronous replication has
+    cli_options = (
+        KindOption(
+            "instances",
+            int,
+            f"Number of Tarantool instances, 3 or 5 (default {DEFAULT_INSTANCES}); the synchro "
+            "quorum is a majority.",
+        ),
+        SYNCHRO_TIMEOUT_OPTION,
+    )
+
+    @classmethod
+    def nodes_needed(cls, options: dict[str, Any]) -> int:
+        synchro_timeout(options)  # checked here: before any node starts
+        count = options.get("instances") or DEFAULT_INSTANCES
+        if count not in SIZES:
+            raise BadInput(f"--instances must be 3 or 5, not {count!r}")
+        return count
+
+    @property
+    def quorum(self) -> int:
+        return self.node_count() // 2 + 1
+
+    @property
+    def controller_node(self) -> Node:
+        return self.nodes[-1]
+
+    def deploy(self, say: Callable[[str], None]) -> None:
+        count = self.node_count()
+        timeout = synchro_timeout(self.options)
+        say(
+            f"starting {count} Tarantool nodes on {self.backend.name}: a full mesh, synchro "
+            f"quorum {self.quorum}, synchro timeout {timeout:g}s"
+        )
+        nodes = self.backend.up(self.cluster, count, [PORT])
+        for node in nodes:
+            for script in ("node.lua", "controller.lua"):
+                node.put_file(f"{INSTALL}/{script}", (SCRIPTS / script).read_bytes())
+            ensure_clock_file(node)
+        for node in nodes:  # together: each waits at bootstrap until every peer has joined
+            self.start_tarantool(node)
+        for node in nodes:
+            wait_until(f"Tarantool on {node.name} bootstrapped", lambda n=node: self._up(n), 120)
+        say(f"n1 leads; starting the failover controller on {self.controller_node.name}")
+        self.start_controller(self.controller_node)
+
+    def _up(self, node: Node) -> bool:
+        role = self.role(node)
+        return bool(role) and role.get("status") == "running"
+
+    def start_tarantool(self, node: Node) -> None:
+        env = {
+            "NODE_NAME": node.name,
+            "PEERS": ",".join(f"{n.name}:{PORT}" for n in self.nodes),
+            "QUORUM": str(self.quorum),
+            "SYNCHRO_TIMEOUT": f"{synchro_timeout(self.options):g}",
+            "LEADER": self.nodes[0].name,
+            "DATA_DIR": DATA_DIR,
+            "LOG_FILE": f"{LOG_DIR}/tarantool.log",
+            "LEASE": f"{LEASE:g}",
+        }
+        self._detached(
+            node, env, under_faketime(f"tarantool {INSTALL}/node.lua", monotonic=False), "node.out"
+        )
+
+    def start_controller(self, node: Node) -> None:
+        """The controller keeps the real clock: its FAILOVER_AFTER is its own judgement, and a
+        skewed controller is not what a clock fault on a node is meant to test."""
+        env = {
+            "NODES": ",".join(f"{n.name}={n.name}:{PORT}" for n in self.nodes),
+            "LEADER": self.nodes[0].name,
+            "QUORUM": str(self.quorum),
+            "FAILOVER_AFTER": f"{FAILOVER_AFTER:g}",
+            "SYNCHRO_TIMEOUT": f"{synchro_timeout(self.options):g}",
+            "STATE_FILE": STATE_FILE,
+        }
+        self._detached(node, env, f"tarantool {INSTALL}/controller.lua", "controller.log")
+
+    def _detached(self, node: Node, env: dict[str, str], cmd: str, log: str) -> None:
+        assignments = " ".join(f"{k}={shell_quote(v)}" for k, v in env.items())
+        node.exec(
+            f"mkdir -p {LOG_DIR} {DATA_DIR} && cd {INSTALL} && "
+            f"exec env {assignments} {cmd} >> {LOG_DIR}/{log} 2>&1",
+            detach=True,
+        )
+
+    def endpoints(self) -> list[Endpoint]:
+        """One endpoint listing every node: a client keeps to the one that takes writes."""
+        addresses = [(n.name, *n.endpoint(PORT)) for n in self.nodes]
+        return [
+            Endpoint(
+                ",".join(name for name, _, _ in addresses),
+                ",".join(host for _, host, _ in addresses),
+                ",".join(str(port) for _, _, port in addresses),
+                "",
+                "guest",
+                "read-write",
+                tuple((f"{host}:{port}", name) for name, host, port in addresses),
+                True,
+                protocol="tarantool",
+            )
+        ]
+
+    def processes(self) -> dict[str, str]:
+        # Tarantool rewrites its command line to "tarantool <script> <status>"
+        return {"tarantool": r"tarantool .*node\.lua", "controller": r"tarantool .*controller\.lua"}
+
+    def start_process(self, node: Node, name: str) -> None:
+        starters = {"tarantool": self.start_tarantool, "controller": self.start_controller}
+        if name not in starters:
+            raise ValueError(f"the tarantool cluster runs no process {name!r}")
+        starters[name](node)
+
+    def role(self, node: Node) -> dict[str, Any]:
+        """The node's own account (node.lua's harness_role); {} when it does not answer."""
+        import tarantool  # here: `--help` and the other kinds need no connector
+
+        host, port = node.endpoint(PORT)
+        with contextlib.suppress(Exception):
+            conn = tarantool.Connection(
+                host,
+                port,
+                socket_timeout=2,
+                connection_timeout=2,
+                reconnect_max_attempts=0,
+                fetch_schema=False,
+            )
+            try:
+                return conn.call("harness_role").data[0]
+            finally:
+                conn.close()
+        return {}
+
+    def controller_state(self) -> dict[str, Any]:
+        out = self.controller_node.exec(f"cat {STATE_FILE}", check=False).output
+        try:
+            return json.loads(out)
+        except ValueError:
+            return {}
+
+    def leader(self) -> str | None:
+        """The node that takes writes; when several do, the one the controller chose."""
+        writable = [n.name for n in self.nodes if self.role(n).get("ro") is False]
+        chosen = self.controller_state().get("leader")
+        if chosen in writable:
+            return chosen
+        return writable[0] if writable else None
+
+    def status(self) -> dict[str, Any]:
+        nodes = {}
+        for node in self.nodes:
+            role = self.role(node)
+            nodes[node.name] = {
+                "role": ("replica (read-only)" if role.get("ro") else "leader (writable)")
+                if role
+                else "not answering",
+                "status": role.get("status"),
+                "vclock": role.get("vclock"),
+                "peers_connected": role.get("peers_connected"),
+            }
+        return {
+            "kind": self.name,
+            "leader": self.leader(),
+            "controller": self.controller_state(),
+            "nodes": nodes,
+        }
+
+    def collect(self, dest: Path) -> None:
+        for node in self.nodes:
+            target = dest / node.name
+            target.mkdir(parents=True, exist_ok=True)
+            node.get(LOG_DIR, target)
+            node.get(STATE_FILE, target)
+            (target / "container.log").write_text(node.logs())
+        (dest / "cluster-status.json").write_text(json.dumps(self.status(), indent=2))
