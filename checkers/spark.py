@@ -22,6 +22,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
+from checkers import class_archive
 from harness.errors import InfraError
 
 MASTER_ENV = "HARNESS_SPARK_MASTER"
@@ -49,9 +50,12 @@ def get_spark(master: str | None = None) -> SparkSession:
         return _session
 
 
-def _conf(master: str) -> SparkConf:
-    """Settings handed to the JVM at launch (log4j is configured before the JVM logs a line)."""
+def _conf(master: str, archive: bool = True) -> SparkConf:
+    """Settings handed to the JVM at launch (log4j is configured before the JVM logs a line);
+    `archive`: with the class-data archive, when there is one."""
     java_options = [f"-Dlog4j2.configurationFile={LOG4J_CONFIG.as_uri()}"]
+    if archive:
+        java_options += class_archive.java_options()
     conf = (
         SparkConf()
         .setMaster(master)
@@ -82,7 +86,15 @@ def _create(master: str) -> SparkSession:
     # whatever `python3` is first on the PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        except PySparkException:
+            if not class_archive.java_options():
+                raise
+            # A JVM that maps a damaged archive dies at once (with a crash report): without it.
+            conf = _conf(master, archive=False)
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+            class_archive.discard()
         threading.Thread(
             target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True
         ).start()

@@ -1,10 +1,14 @@
-"""The Spark session keeps Spark's own chatter out of the user's terminal."""
+"""The Spark session keeps Spark's own chatter out of the user's terminal, and starts from the
+class archive that setup builds, or without it when it cannot."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from checkers import class_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,3 +25,47 @@ def test_starting_spark_and_running_a_job_prints_nothing() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == ("", "")
+
+
+# A job in a fresh process; prints whether the JVM has the class archive mapped (its pages show
+# in the JVM's memory map).
+MAPPED = (
+    "import os\n"
+    "from checkers import class_archive\n"
+    "from checkers.spark import get_spark\n"
+    "spark = get_spark('local[1]')\n"
+    "assert spark.range(10).count() == 10\n"
+    "jvm = spark.sparkContext._gateway.proc.pid\n"
+    "maps = open(f'/proc/{jvm}/maps').read()\n"
+    "print(str(class_archive.path()) in maps)\n"
+)
+
+
+def run_mapped(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", MAPPED],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_spark_maps_the_class_archive_that_setup_built(tmp_path: Path) -> None:
+    archive = class_archive.path()
+    assert archive.is_file(), f"{archive} is missing: `make setup` builds it"
+    done = run_mapped({}, tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
+
+
+def test_spark_starts_without_an_archive_it_cannot_map(tmp_path: Path) -> None:
+    """A damaged archive (the first half of a good one) crashes the JVM that maps it (with a
+    crash report): Spark then starts without it."""
+    damaged = tmp_path / "damaged.jsa"
+    with class_archive.path().open("rb") as good:
+        damaged.write_bytes(good.read(class_archive.path().stat().st_size // 2))
+    done = run_mapped({class_archive.ARCHIVE_ENV: str(damaged)}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "False", done.stdout
+    assert damaged.exists(), "an archive the user named is not the harness's to remove"
