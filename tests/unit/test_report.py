@@ -257,3 +257,47 @@ def test_a_long_history_without_its_concurrency_keeps_every_operation(tmp_path: 
     values = [int(v) for chunk in details for v in chunk["v"]]
     assert values == list(range(n))  # in invocation order, none lost
     assert timeline.positions([invoke[7000], invoke[3], 10**9]) == [3, 7000]
+
+
+def test_the_timeline_details_hold_every_text_as_the_table_has_it(tmp_path: Path) -> None:
+    """Texts that JSON escapes (quotes, backslashes, control characters), text beyond ASCII and
+    long texts, which are cut, come back from the details' JSON as the table holds them; a null
+    value falls back to the invocation's, then to null, and a null error is none."""
+    hostile = ['"q" \\ \\" </script>', "a\nb\tc\r\x00\x01\x1f\x7f", "é😀…\u2028", "", "null"]
+    texts = [*hostile, "x" * 80, "y" * 81, "é" * 200, "😀" * 161]
+    values = [*texts, None, None]
+    invoke_values = ["[1]"] * len(texts) + ["invoked", None]
+    errors = [*reversed(texts), None, EVIL]
+    n = len(values)
+    columns = {
+        "process": ["0"] * n,
+        "workload": ["append"] * n,
+        "f": ["txn"] * n,
+        "node": [None] * n,
+        "type": ["fail"] * n,
+        "invoke_index": np.arange(n) * 2,
+        "invoke_time": np.arange(n) * 1_000,
+        "complete_index": np.arange(n) * 2 + 1,
+        "complete_time": np.arange(n) * 1_000 + 500,
+        "invoke_value": invoke_values,
+        "value": values,
+        "error": errors,
+        "latency_ns": [500] * n,
+    }
+    kinds = {
+        k: pa.int64() if k.endswith(("index", "time", "_ns")) else pa.string() for k in columns
+    }
+    (tmp_path / "ops.parquet").mkdir()
+    table = pa.table({k: pa.array(v, type=kinds[k]) for k, v in columns.items()})
+    pq.write_table(table, tmp_path / "ops.parquet" / "part-0.parquet")
+
+    timeline = build(tmp_path / "ops.parquet")
+    assert timeline is not None
+    [chunk] = [json.loads(unpack(chunk)) for chunk in timeline.page["details"]]
+
+    def shown(text: str, limit: int) -> str:
+        return text if len(text) <= limit else text[:limit] + "…"
+
+    assert chunk["v"] == [shown(v, 80) for v in texts] + ["invoked", "null"]
+    assert chunk["e"] == [shown(e, 160) for e in reversed(texts)] + ["", EVIL]
+    assert chunk["i"] == [0] + [2] * (n - 1) and chunk["c"] == [1] * n and chunk["n"] == [-1] * n
