@@ -31,8 +31,10 @@ from harness.errors import BadInput
 from harness.history import NEMESIS
 
 APPEND, SPLIT_BRAIN = "append", "split-brain"
-OUT_SCHEMA = "src long, dst long, kind byte, key string, checker string, case string"
-_BATCH = 65_536  # output rows per Arrow batch
+# A key's edges come back as one row, their ends and kinds as machine integers in byte strings:
+# rows of single edges (millions) cost the JVM more than the analysis that makes them.
+OUT_SCHEMA = "key string, src binary, dst binary, kind binary, checker string, case string"
+_BATCH = 1_024  # output rows (keys' edges, cases) per Arrow batch
 _ROW = ("key", "txn", "pos", "type", "start", "end", "node", "error", "f", "arg")
 
 
@@ -51,7 +53,7 @@ class KeyPass:
 
     txns: list[TxnMeta]
     edges: Edges
-    edge_keys: pa.ChunkedArray  # the key (JSON text) of each edge
+    edge_keys: pa.Array  # the key (JSON text) of each edge
     cases: dict[str, list[dict[str, Any]]]
     rows: DataFrame  # the exploded micro-operations (a plan: read again for explanations)
 
@@ -81,9 +83,12 @@ def key_pass(ops: DataFrame) -> KeyPass:
     found = pc.is_valid(out.column("case"))
     table = out.filter(pc.invert(found))
     edges = Edges()
-    edges.src.frombytes(_raw(table.column("src"), "int64"))
-    edges.dst.frombytes(_raw(table.column("dst"), "int64"))
-    edges.kind.frombytes(_raw(table.column("kind"), "int8"))
+    edges.src.frombytes(_joined(table.column("src")))
+    edges.dst.frombytes(_joined(table.column("dst")))
+    edges.kind.frombytes(_joined(table.column("kind")))
+    counts = pc.binary_length(table.column("kind")).to_numpy(zero_copy_only=False)
+    keys = table.column("key").combine_chunks()
+    edge_keys = keys.take(pa.array(np.repeat(np.arange(len(keys)), counts)))
     cases: dict[str, list[dict[str, Any]]] = {APPEND: [], SPLIT_BRAIN: []}
     found_cases = out.filter(found)
     for checker, case in zip(
@@ -92,7 +97,7 @@ def key_pass(ops: DataFrame) -> KeyPass:
         strict=True,
     ):
         cases[checker].append(json.loads(case))
-    result = KeyPass(_meta(txn_ops), edges, table.column("key"), cases, rows)
+    result = KeyPass(_meta(txn_ops), edges, edge_keys, cases, rows)
     _last[:] = [(ops, result)]
     return result
 
@@ -150,45 +155,46 @@ def _meta(txn_ops: DataFrame) -> list[TxnMeta]:
     return list(map(TxnMeta._make, zip(index, complete.to_pylist(), procs, type_, strict=True)))
 
 
-def _raw(column: pa.ChunkedArray, dtype: str) -> bytes:
-    """An integer column's values as machine integers, for an `array`."""
-    return column.combine_chunks().to_numpy(zero_copy_only=False).astype(dtype).tobytes()
+def _joined(column: pa.ChunkedArray) -> bytes:
+    """A binary column's values one after the other (the keys' edge ends, for an `array`)."""
+    return b"".join(column.to_pylist())
 
 
 def _analyse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """In a Spark worker: each key of a partition sorted by key, analysed by both checkers."""
-    out: dict[str, list[Any]] = {name: [] for name in ("src", "dst", "kind", "key", "checker")}
-    out["case"] = []
+    out: dict[str, list[Any]] = {name: [] for name in ("key", "src", "dst", "kind")}
+    out |= {"checker": [], "case": []}
     with paused_gc():
         for key_json, accesses in _keys(batches, raw_keys=True):
             key = _key(key_json)
             result = analyze(key, accesses)
-            n = len(result.edges)
-            out["src"] += [e[0] for e in result.edges]
-            out["dst"] += [e[1] for e in result.edges]
-            out["kind"] += [e[2] for e in result.edges]
-            out["key"] += [key_json] * n
-            out["checker"] += [None] * n
-            out["case"] += [None] * n
+            if result.edges:
+                ends = np.array(result.edges, dtype=np.int64)
+                out["key"].append(key_json)
+                out["src"].append(ends[:, 0].tobytes())
+                out["dst"].append(ends[:, 1].tobytes())
+                out["kind"].append(ends[:, 2].astype(np.int8).tobytes())
+                out["checker"].append(None)
+                out["case"].append(None)
             for checker, cases in (
                 (APPEND, result.cases),
                 (SPLIT_BRAIN, split_brain_keys.analyze(key, accesses)),
             ):
                 for case in cases:
-                    for column in ("src", "dst", "kind", "key"):
+                    for column in ("key", "src", "dst", "kind"):
                         out[column].append(None)
                     out["checker"].append(checker)
                     out["case"].append(json.dumps(case))
-            if len(out["src"]) >= _BATCH:
+            if len(out["key"]) >= _BATCH:
                 yield _batch(out)
-        if out["src"]:
+        if out["key"]:
             yield _batch(out)
 
 
 def _batch(out: dict[str, list[Any]]) -> pa.RecordBatch:
-    types = {"src": pa.int64(), "dst": pa.int64(), "kind": pa.int8()}
+    binary = ("src", "dst", "kind")
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(values, type=types.get(name, pa.string())) for name, values in out.items()],
+        [pa.array(v, type=pa.binary() if n in binary else pa.string()) for n, v in out.items()],
         names=list(out),
     )
     for values in out.values():
