@@ -15,8 +15,9 @@ reset through /proc/self/clear_refs before each check) above the resident set ju
 `--tracemalloc` adds an untimed pass that reports tracemalloc's peak of Python allocations,
 `--profile N` a cProfile of the check at size N, and `--spark` times the whole pipeline,
 `harness check history.jsonl --workload append` as a subprocess, for the sizes up to
-`--spark-max`, with the peak resident set of its Python process and the load average as it
-began (a shared machine's other work shows up in the wall time).
+`--spark-max`, with the peak resident sets of its Python process and of its JVM (each read
+apart while they run) and the load average as it began (a shared machine's other work shows up
+in the wall time).
 
     .venv/bin/python bench/listappend_scale.py [--sizes 10k,100k,1M] [--model serializable]
         [--strict] [--repeat 1] [--timeout 600] [--profile 100k] [--tracemalloc] [--spark]
@@ -156,14 +157,43 @@ def generate(
 # --- measuring -----------------------------------------------------------------------------------
 
 
-def _status_kib(field: str) -> int | None:
+def _status_kib(field: str, pid: int | str = "self") -> int | None:
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     except OSError:
         pass
     return None
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (the harness's JVM)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def peaks_while_running(proc: subprocess.Popen[bytes]) -> tuple[float | None, float | None]:
+    """Wait for `proc`; the peak resident sets (MiB) of it and of its largest child (the JVM),
+    read from their high-water marks until they end (a child's peak cannot be told apart from
+    its parent's once it has been waited for)."""
+    peaks: dict[int, int] = {}
+    while proc.poll() is None:
+        for pid in [proc.pid, *_children(proc.pid)]:
+            kib = _status_kib("VmHWM", pid)
+            if kib is not None:
+                peaks[pid] = max(peaks.get(pid, 0), kib)
+        time.sleep(0.2)
+    own = peaks.pop(proc.pid, None)
+    child = max(peaks.values(), default=None)
+    return (own and own / 1024), (child and child / 1024)
 
 
 def reset_peak() -> bool:
@@ -282,7 +312,8 @@ class SparkRun:
     wall_s: float
     verdict: str
     load: float  # 1-minute load average as the check began
-    rss_mib: float | None  # peak resident set of the harness process (the JVM is apart)
+    rss_mib: float | None  # peak resident set of the harness process (Python)
+    jvm_mib: float | None  # peak resident set of its JVM
 
 
 def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> SparkRun:
@@ -299,7 +330,7 @@ def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> Sp
         with (Path(tmp) / "output").open("w+") as output:
             c0 = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT)
-            _, status, usage = os.wait4(proc.pid, 0)
+            rss, jvm = peaks_while_running(proc)
             wall = time.perf_counter() - c0
             output.seek(0)
             text = output.read()
@@ -307,9 +338,8 @@ def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> Sp
         if results.exists():
             verdict = json.loads(results.read_text()).get("verdict", "?")
         else:
-            verdict = f"exit {os.waitstatus_to_exitcode(status)}: {text.strip()[-300:]}"
-        rss = usage.ru_maxrss / 1024 if usage.ru_maxrss else None
-        return SparkRun(size, len(txns), write, wall, f"{model}: {verdict}", load, rss)
+            verdict = f"exit {proc.returncode}: {text.strip()[-300:]}"
+        return SparkRun(size, len(txns), write, wall, f"{model}: {verdict}", load, rss, jvm)
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -485,14 +515,18 @@ def main() -> None:
         print("\nfull pipeline: `harness check history.jsonl --workload append` (a subprocess)")
         print(
             f"{'size':>6} {'txns':>9} {'write s':>8} {'check s':>8} {'txn/s':>9} "
-            f"{'RSS MiB':>8} {'load':>5}  verdict"
+            f"{'RSS MiB':>8} {'JVM MiB':>8} {'load':>5}  verdict"
         )
         for r in sparks:
             print(
                 f"{show_size(r.size):>6} {r.txns:>9} {r.write_s:>8.1f} {r.wall_s:>8.1f} "
-                f"{r.txns / r.wall_s:>9,.0f} {fmt(r.rss_mib, '8.0f')} {r.load:>5.2f}  {r.verdict}"
+                f"{r.txns / r.wall_s:>9,.0f} {fmt(r.rss_mib, '8.0f')} {fmt(r.jvm_mib, '8.0f')} "
+                f"{r.load:>5.2f}  {r.verdict}"
             )
-        print("(RSS: the harness process's peak; the JVM's heap is capped apart, at 4g)")
+        print(
+            "(peak resident sets: RSS the harness process's, JVM its Spark JVM's, whose heap is "
+            "capped at 4g; Spark's Python workers are not counted)"
+        )
     for n, model, text in profiles:
         print(f"\ncProfile of the check, {show_size(n)} txns, {model}:")
         print(text)
