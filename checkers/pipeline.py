@@ -27,11 +27,13 @@ def analyze(
     out_dir: Path,
     workloads: list[str],
     params: dict[str, dict[str, Any]],
+    progress: Callable[[str], None] = lambda step: None,
 ) -> dict[str, Any]:
     """Check a history for the named workloads; write out_dir/ops.parquet; return the results.
 
     params maps a checker name to its keyword arguments, e.g. {"bank": {"accounts": [0, 1],
     "total": 20}}. Events without a `workload` field belong to every named workload.
+    `progress` hears each step as it begins (a large history takes a minute).
     """
     unknown = [w for w in workloads if w not in WORKLOAD_CHECKERS]
     if unknown or not workloads:
@@ -40,7 +42,7 @@ def analyze(
             f"the known workloads are {', '.join(sorted(WORKLOAD_CHECKERS))}"
         )
     try:
-        return _analyze(spark, history, out_dir, workloads, params)
+        return _analyze(spark, history, out_dir, workloads, params, progress)
     except (PySparkException, Py4JError) as e:
         raise InfraError(f"Spark failed while checking {history}: {e}") from e
 
@@ -51,9 +53,11 @@ def _analyze(
     out_dir: Path,
     workloads: list[str],
     params: dict[str, dict[str, Any]],
+    progress: Callable[[str], None],
 ) -> dict[str, Any]:
     table = out_dir / OPS_TABLE
     tag = _tag(workloads[0]) if len(workloads) == 1 else None
+    progress("reading the history into the operations table")
     event_count, notes = store_operations(spark, history, table, tag)
     # The checkers read the table as written: no copy of the operations stays in memory.
     ops = spark.read.parquet(str(table))
@@ -63,7 +67,9 @@ def _analyze(
         names = WORKLOAD_CHECKERS[workload]
         mine = ops.filter(F.col("workload").isNull() | (F.col("workload") == workload))
         for name in names:
+            progress(f"the {name} checker")
             results[name] = _run(name, mine, params.get(name, {}))
+    progress(f"the {ALWAYS} checker")
     results[ALWAYS] = _run(ALWAYS, ops, params.get(ALWAYS, {}))
 
     others = {c["workload"] for c in results[ALWAYS]["counts"]} - {None, *workloads}

@@ -103,11 +103,20 @@ def analyze(
     for name in MODE_CHECKERS:
         target.params.setdefault(name, {})["mode"] = mode
 
-    results = run_pipeline(spark, target.history, target.out_dir, target.workloads, target.params)
-    results["mode"] = mode
-    results["config"] = target.config
-    store.write_json(target.out_dir / store.RESULTS, results)
-    render_report(results, target.out_dir / store.REPORT, target.out_dir)
+    # On a terminal, a line that names the step under way (gone when the check ends).
+    with console.status(f"checking {target.history}") as status:
+
+        def step(what: str) -> None:
+            status.update(f"checking {target.history}: {what}")
+
+        results = run_pipeline(
+            spark, target.history, target.out_dir, target.workloads, target.params, step
+        )
+        results["mode"] = mode
+        results["config"] = target.config
+        store.write_json(target.out_dir / store.RESULTS, results)
+        step("writing the report")
+        render_report(results, target.out_dir / store.REPORT, target.out_dir)
     return results
 
 

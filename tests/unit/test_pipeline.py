@@ -99,3 +99,17 @@ def test_unknown_workloads_and_missing_parameters_are_bad_input(
         analyze(spark, history, tmp_path, ["bank", "ledger"], BANK)
     with pytest.raises(BadInput, match="the bank checker takes parameters accounts, total"):
         analyze(spark, history, tmp_path, ["bank"], {})
+
+
+def test_each_step_is_announced_as_it_begins(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path
+) -> None:
+    """`harness check` names the step under way: a large history takes a minute."""
+    steps: list[str] = []
+    analyze(spark, write_history(mixed(lost=False)), tmp_path, ["bank", "set"], BANK, steps.append)
+    assert steps == [
+        "reading the history into the operations table",
+        "the bank checker",
+        "the set checker",
+        "the stats checker",
+    ]
