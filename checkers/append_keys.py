@@ -152,7 +152,8 @@ def _meta(txn_ops: DataFrame) -> list[TxnMeta]:
         procs = [int(p) for p in process]
     except ValueError as e:
         raise BadInput(f"a txn operation's process is not a number: {e}") from e
-    return list(map(TxnMeta._make, zip(index, complete.to_pylist(), procs, type_, strict=True)))
+    with paused_gc():  # a million tuples: the collector would walk them again and again
+        return list(map(TxnMeta._make, zip(index, complete.to_pylist(), procs, type_, strict=True)))
 
 
 def _joined(column: pa.ChunkedArray) -> bytes:
