@@ -68,6 +68,15 @@ def _conf(master: str, archive: bool = True) -> SparkConf:
         # cost about a tenth less CPU than the default G1 (bench/pairing.py), and pauses do not
         # matter.
         java_options.append("-XX:+UseParallelGC")
+        # A check is one JVM's whole life, and a cold JVM spends a third of its CPU compiling
+        # (25 of 70 CPU-s at 1M transactions): the optimizing compiler waits for code ten times
+        # hotter than its default, so it skips what runs only briefly: JIT CPU -26 %, a check
+        # of 1M about 1.5 s quicker (45.7 -> 44.2 s), of 10k 0.7 s (paired runs on 2 cores).
+        java_options += [
+            "-XX:Tier4InvocationThreshold=50000",
+            "-XX:Tier4CompileThreshold=100000",
+            "-XX:Tier4BackEdgeThreshold=300000",
+        ]
         # Executors live in the driver's JVM: no network exposure, and histories are small
         # enough that Spark's default 200 shuffle partitions would be mostly scheduling overhead.
         conf.set("spark.driver.host", "127.0.0.1")
