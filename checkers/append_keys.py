@@ -166,7 +166,7 @@ def _analyse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     out: dict[str, list[Any]] = {name: [] for name in ("key", "src", "dst", "kind")}
     out |= {"checker": [], "case": []}
     with paused_gc():
-        for key_json, accesses in _keys(batches, raw_keys=True):
+        for key_json, accesses in _streamed_keys(batches):
             key = _key(key_json)
             result = analyze(key, accesses)
             if result.edges:
@@ -201,6 +201,25 @@ def _batch(out: dict[str, list[Any]]) -> pa.RecordBatch:
     for values in out.values():
         values.clear()
     return batch
+
+
+def _streamed_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, list[Access]]]:
+    """(key as JSON text, its accesses) from batches of rows sorted by key, a few keys at a time
+    as the batches arrive: a partition held whole as Python objects (a million accesses) would
+    outgrow the caches and slow every step, and its first key would wait for its last row."""
+    pending: list[pa.RecordBatch] = []
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        keys = batch.column("key")
+        # the last key may go on in the next batch: its rows wait for it
+        others = np.flatnonzero(pc.not_equal(keys, keys[-1]).to_numpy(zero_copy_only=False))
+        cut = int(others[-1]) + 1 if len(others) else 0
+        if cut:
+            yield from _keys([*pending, batch.slice(0, cut)], raw_keys=True)
+            pending = []
+        pending.append(batch.slice(cut))
+    yield from _keys(pending, raw_keys=True)
 
 
 def _keys(

@@ -11,11 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame
 
 from checkers import append as append_checker
 from checkers import split_brain as split_brain_checker
+from checkers.append_keys import _analyse, key_pass
 from checkers.listappend import check
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.history import Txn, write_history
@@ -131,3 +133,21 @@ def test_generated_histories_and_perturbations_agree(seed: int, via_spark: Any) 
     broken = perturbed(history, seed)
     assert check(broken, model)["valid"] is False
     same(broken, via_spark(broken), model)
+
+
+def test_a_key_split_across_arrow_batches_is_analysed_whole(via_spark: Any) -> None:
+    """The worker reads a partition's rows a batch at a time and a key's rows may straddle
+    batches: whatever the batch size (and with empty batches among them), every key's edges and
+    cases (a perturbed read makes some) are those of the partition read at once."""
+    history = perturbed(generate(400, 6, WorkloadOptions(), 7, 0.05, 0.02, True), 1)
+    rows = key_pass(via_spark(history)).rows.sort("key", "txn", "pos").toArrow()
+
+    def analysed(batches: list[pa.RecordBatch]) -> dict[str, list[Any]]:
+        return pa.Table.from_batches(list(_analyse(iter(batches)))).to_pydict()
+
+    whole = analysed(rows.to_batches(max_chunksize=rows.num_rows))
+    assert len(set(whole["key"]) - {None}) > 10 and any(whole["case"])
+    empty = rows.to_batches()[0].slice(0, 0)
+    for size in (1, 7, 64):
+        batches = rows.to_batches(max_chunksize=size)
+        assert analysed([empty, *batches[:3], empty, *batches[3:]]) == whole
