@@ -82,6 +82,8 @@ def _conf(master: str, archive: bool = True) -> SparkConf:
         conf.set("spark.driver.host", "127.0.0.1")
         conf.set("spark.driver.bindAddress", "127.0.0.1")
         conf.set("spark.sql.shuffle.partitions", "4")
+        # Python workers import the installed, compiled pyspark rather than Spark's zip of it.
+        conf.set("spark.python.daemon.module", "harness.spark_workers")
         # Everything runs in this one JVM; Spark's default 1g cannot hold the set workload's big
         # reads (each lists the whole set) while it parses, pairs and writes them.
         conf.set("spark.driver.memory", LOCAL_DRIVER_MEMORY)

@@ -6,9 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyspark
+from pyspark.sql import SparkSession
+
 from checkers import class_archive
+from harness.spark_workers import zips_last
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,3 +75,31 @@ def test_spark_starts_without_an_archive_it_cannot_map(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "False", done.stdout
     assert damaged.exists(), "an archive the user named is not the harness's to remove"
+
+
+def _pyspark_of_worker(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import pyspark
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pylist([{"file": pyspark.__file__}])
+
+
+def test_python_workers_import_the_compiled_pyspark_not_the_zip(spark: SparkSession) -> None:
+    """Spark puts its zip of pyspark first on its workers' path; the harness's daemon moves it
+    behind the installed, compiled copy."""
+    files = spark.range(4, numPartitions=2).mapInArrow(_pyspark_of_worker, "file string")
+    found = {row["file"] for row in files.collect()}
+    assert found and not any(".zip" in f for f in found), found
+    assert found == {pyspark.__file__}
+
+
+def test_the_daemon_moves_only_sparks_zips_to_the_end_of_the_path() -> None:
+    lib = "/venv/site-packages/pyspark/python/lib"
+    path = [f"{lib}/pyspark.zip", "/project", f"{lib}/py4j-0.10.9.9-src.zip", "/other/x.zip"]
+    assert zips_last(path) == [
+        "/project",
+        "/other/x.zip",
+        f"{lib}/pyspark.zip",
+        f"{lib}/py4j-0.10.9.9-src.zip",
+    ]
