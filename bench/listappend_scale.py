@@ -15,9 +15,9 @@ reset through /proc/self/clear_refs before each check) above the resident set ju
 `--tracemalloc` adds an untimed pass that reports tracemalloc's peak of Python allocations,
 `--profile N` a cProfile of the check at size N, and `--spark` times the whole pipeline,
 `harness check history.jsonl --workload append` as a subprocess, for the sizes up to
-`--spark-max`, with the peak resident sets of its Python process and of its JVM (each read
-apart while they run) and the load average as it began (a shared machine's other work shows up
-in the wall time).
+`--spark-max`, with the peak resident sets of its Python process and of its JVM and the CPU
+seconds of each and of Spark's Python workers (each read apart while they run), and the load
+average as it began (a shared machine's other work shows up in the wall time).
 
     .venv/bin/python bench/listappend_scale.py [--sizes 10k,100k,1M] [--model serializable]
         [--strict] [--repeat 1] [--timeout 600] [--profile 100k] [--tracemalloc] [--spark]
@@ -167,33 +167,78 @@ def _status_kib(field: str, pid: int | str = "self") -> int | None:
     return None
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (the harness's JVM)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
+def _stat(pid: int) -> tuple[str, int, float] | None:
+    """(name, parent, CPU seconds so far) of a process, None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    name, fields = text.split("(", 1)[1].rsplit(")", 1)
+    rest = fields.split()
+    return name, int(rest[1]), (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def peaks_while_running(proc: subprocess.Popen[bytes]) -> tuple[float | None, float | None]:
-    """Wait for `proc`; the peak resident sets (MiB) of it and of its largest child (the JVM),
-    read from their high-water marks until they end (a child's peak cannot be told apart from
-    its parent's once it has been waited for)."""
+def _descendants(pid: int) -> dict[int, str]:
+    """The processes below `pid` (its JVM, and the JVM's Python workers), by name."""
+    found: dict[int, tuple[str, int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        stat = _stat(int(entry.name))
+        if stat is not None:
+            found[int(entry.name)] = stat[:2]
+    below: dict[int, str] = {}
+    for p, (name, _) in found.items():
+        q = p
+        while q in found and q != pid:
+            q = found[q][1]
+        if q == pid and p != pid:
+            below[p] = name
+    return below
+
+
+@dataclass
+class Usage:
+    """What a `harness check` subprocess used: peak resident sets (MiB) and CPU seconds."""
+
+    rss_mib: float | None = None  # the harness process's peak
+    jvm_mib: float | None = None  # its JVM's peak
+    cpu_harness: float = 0.0
+    cpu_jvm: float = 0.0
+    cpu_workers: float = 0.0  # Spark's Python workers (and their daemon)
+
+
+def usage_while_running(proc: subprocess.Popen[bytes]) -> Usage:
+    """Wait for `proc`, reading its processes' high-water marks and CPU times until they end (a
+    child's cannot be read once it has been waited for): CPU seconds are the steadier figure on
+    a shared machine, and they show where the time went."""
     peaks: dict[int, int] = {}
+    cpu: dict[int, tuple[str, float]] = {}
+    below: dict[int, str] = {}
+    ticks = 0
     while proc.poll() is None:
-        for pid in [proc.pid, *_children(proc.pid)]:
+        if ticks % 5 == 0:  # new processes are few: look for them once a second
+            below = _descendants(proc.pid)
+        ticks += 1
+        for pid in [proc.pid, *below]:
             kib = _status_kib("VmHWM", pid)
             if kib is not None:
                 peaks[pid] = max(peaks.get(pid, 0), kib)
+            stat = _stat(pid)
+            if stat is not None:
+                cpu[pid] = (stat[0], stat[2])
         time.sleep(0.2)
+    used = Usage()
     own = peaks.pop(proc.pid, None)
+    used.rss_mib = own and own / 1024
     child = max(peaks.values(), default=None)
-    return (own and own / 1024), (child and child / 1024)
+    used.jvm_mib = child and child / 1024
+    for pid, (name, seconds) in cpu.items():
+        if pid == proc.pid:
+            used.cpu_harness = seconds
+        elif name == "java":
+            used.cpu_jvm += seconds
+        else:
+            used.cpu_workers += seconds
+    return used
 
 
 def reset_peak() -> bool:
@@ -312,8 +357,7 @@ class SparkRun:
     wall_s: float
     verdict: str
     load: float  # 1-minute load average as the check began
-    rss_mib: float | None  # peak resident set of the harness process (Python)
-    jvm_mib: float | None  # peak resident set of its JVM
+    used: Usage
 
 
 def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> SparkRun:
@@ -330,7 +374,7 @@ def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> Sp
         with (Path(tmp) / "output").open("w+") as output:
             c0 = time.perf_counter()
             proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT)
-            rss, jvm = peaks_while_running(proc)
+            used = usage_while_running(proc)
             wall = time.perf_counter() - c0
             output.seek(0)
             text = output.read()
@@ -339,7 +383,7 @@ def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> Sp
             verdict = json.loads(results.read_text()).get("verdict", "?")
         else:
             verdict = f"exit {proc.returncode}: {text.strip()[-300:]}"
-        return SparkRun(size, len(txns), write, wall, f"{model}: {verdict}", load, rss, jvm)
+        return SparkRun(size, len(txns), write, wall, f"{model}: {verdict}", load, used)
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -515,17 +559,22 @@ def main() -> None:
         print("\nfull pipeline: `harness check history.jsonl --workload append` (a subprocess)")
         print(
             f"{'size':>6} {'txns':>9} {'write s':>8} {'check s':>8} {'txn/s':>9} "
-            f"{'RSS MiB':>8} {'JVM MiB':>8} {'load':>5}  verdict"
+            f"{'RSS MiB':>8} {'JVM MiB':>8} {'cpu: py':>8} {'JVM':>6} {'workers':>7} "
+            f"{'load':>5}  verdict"
         )
         for r in sparks:
+            u = r.used
             print(
                 f"{show_size(r.size):>6} {r.txns:>9} {r.write_s:>8.1f} {r.wall_s:>8.1f} "
-                f"{r.txns / r.wall_s:>9,.0f} {fmt(r.rss_mib, '8.0f')} {fmt(r.jvm_mib, '8.0f')} "
+                f"{r.txns / r.wall_s:>9,.0f} {fmt(u.rss_mib, '8.0f')} {fmt(u.jvm_mib, '8.0f')} "
+                f"{u.cpu_harness:>8.1f} {u.cpu_jvm:>6.1f} {u.cpu_workers:>7.1f} "
                 f"{r.load:>5.2f}  {r.verdict}"
             )
         print(
             "(peak resident sets: RSS the harness process's, JVM its Spark JVM's, whose heap is "
-            "capped at 4g; Spark's Python workers are not counted)"
+            "capped at 4g; Spark's Python workers are not counted. CPU seconds of the harness "
+            "process, its JVM and Spark's Python workers: on 2 cores the wall time is at least "
+            "half their sum)"
         )
     for n, model, text in profiles:
         print(f"\ncProfile of the check, {show_size(n)} txns, {model}:")
