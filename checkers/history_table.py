@@ -37,9 +37,21 @@ _EVENT_SCHEMA = (
 # JSON text of anything else. It takes only texts that no JSON type but the allowed ones can give
 # (a process: an integer in BIGINT range or a string; an f: a string), so what it takes is what
 # the detailed path makes of the same line; anything else sends the history down that path.
-_FAST_SCHEMA = _EVENT_SCHEMA.replace("process variant", "process string").replace(
-    "f variant", "f string"
+_FAST_SCHEMA = (
+    _EVENT_SCHEMA.replace("process variant", "process string")
+    .replace("f variant", "f string")
+    .replace("value variant", "value string")
 )
+# Both paths store a value as the JSON text Spark's reader copies from the line when it reads the
+# value as a string (cheaper than building a variant and writing it out again), except a JSON
+# string, which that copy gives unquoted: there the detailed path writes the variant's JSON text.
+# A value can only be a string on a line with the key "value" spelled out before a quote, or with
+# a \u escape (which could spell the key): the fast path does not vouch for those lines.
+_RAW_VALUE = "value string"
+# (Two tests: a regex that begins with a literal is searched for fast, an alternation is not.)
+_MAYBE_STRING = r'"value"[ \t\r]*:[ \t\r]*"'
+_ESCAPE = "\\u"
+
 _FAST_PROCESS = rf"^(0|-?[1-9][0-9]{{0,17}}|{NEMESIS})$"
 _FAST_F = r"^[A-Za-z][A-Za-z0-9_-]*$"
 _JSON_WORDS = ("true", "false", "null", "NaN", "Infinity", "INF")
@@ -208,7 +220,8 @@ def _lines(spark: SparkSession, source: Path | DataFrame) -> DataFrame:
 def _checked(lines: DataFrame) -> DataFrame:
     """The events of load_events, and the lines that are no event, after a `good` column."""
     parsed = lines.select(
-        F.from_json("value", _EVENT_SCHEMA, {"allowSingleQuotes": "false"}).alias("e")
+        F.col("value").alias("line"),
+        F.from_json("value", _EVENT_SCHEMA, {"allowSingleQuotes": "false"}).alias("e"),
     )
     process_ok = F.schema_of_variant("e.process").isin("BIGINT", "STRING")
     f_ok = F.schema_of_variant("e.f") == "STRING"
@@ -221,25 +234,30 @@ def _checked(lines: DataFrame) -> DataFrame:
     )
     # A field left out (no process, no type) is null to Spark: not an event either.
     good = F.coalesce(good, F.lit(False))
+    raw = F.from_json("line", _RAW_VALUE, {"allowSingleQuotes": "false"})["value"]
+    value = F.when(F.schema_of_variant("e.value") == "STRING", F.to_json("e.value")).otherwise(raw)
     return _event_columns(
         parsed,
         good,
         F.expr("variant_get(e.process, '$', 'string')"),
         F.expr("variant_get(e.f, '$', 'string')"),
+        value,
     )
 
 
 def _fast_checked(lines: DataFrame) -> DataFrame:
     """What _checked makes of the lines, faster, where `good` is true; elsewhere a bad event.
 
-    Lines that begin with "{" and are valid UTF-8 (what the history writer writes) are parsed as
-    `from_json` parses them, only faster (Spark's JSON reader), with process and f as text taken
-    only where no JSON type but the allowed ones could have produced it; every other line is a
-    bad event. Bad events stay in, to be counted after the shuffle (Spark drops the metrics of an
-    empty stage): with no process and no type, they share a partition and make no operation.
+    Lines that begin with "{", are valid UTF-8 and cannot hold a string value (what the history
+    writer writes, but for a rare non-ASCII text) are parsed as `from_json` parses them, only
+    faster (Spark's JSON reader), with process and f as text taken only where no JSON type but the
+    allowed ones could have produced it; every other line is a bad event. Bad events stay in, to
+    be counted after the shuffle (Spark drops the metrics of an empty stage): with no process and
+    no type, they share a partition and make no operation.
     """
     text = F.col("value")
-    vouched = F.startswith(text, F.lit("{")) & F.is_valid_utf8(text)
+    vouched = F.startswith(text, F.lit("{")) & F.is_valid_utf8(text) & ~text.rlike(_MAYBE_STRING)
+    vouched &= ~F.contains(text, F.lit(_ESCAPE))
     parsed = lines.sparkSession.read.json(
         lines.select(F.when(vouched, text).otherwise(_UNVOUCHED).alias("value")),
         schema=_FAST_SCHEMA,
@@ -254,12 +272,16 @@ def _fast_checked(lines: DataFrame) -> DataFrame:
         & ~F.col("e.f").isin(*_JSON_WORDS)
     )
     good = F.coalesce(good, F.lit(False))
-    checked = _event_columns(parsed, good, F.when(good, F.col("e.process")), F.col("e.f"))
+    process = F.when(good, F.col("e.process"))
+    checked = _event_columns(parsed, good, process, F.col("e.f"), F.col("e.value"))
     return checked.withColumn("type", F.when(F.col("good"), F.col("type")))
 
 
-def _event_columns(parsed: DataFrame, good: Column, process: Column, f: Column) -> DataFrame:
-    """The events table's columns, after `good`, from a parse whose fields are `e.…`."""
+def _event_columns(
+    parsed: DataFrame, good: Column, process: Column, f: Column, value: Column
+) -> DataFrame:
+    """The events table's columns, after `good`, from a parse whose fields are `e.…` (`value`:
+    the value's JSON text, null for a JSON null)."""
     return parsed.select(
         good.alias("good"),
         F.col("e.index").alias("index"),
@@ -267,7 +289,7 @@ def _event_columns(parsed: DataFrame, good: Column, process: Column, f: Column) 
         process.alias("process"),
         F.col("e.type").alias("type"),
         f.alias("f"),
-        F.coalesce(F.to_json("e.value"), F.lit("null")).alias("value"),
+        F.coalesce(value, F.lit("null")).alias("value"),
         F.col("e.node").alias("node"),
         F.col("e.error").alias("error"),
         F.col("e.workload").alias("workload"),

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from checkers import history_table
 from checkers.history_table import (
     OP_COLUMNS,
     PARTIAL_LINE_NOTE,
@@ -28,15 +29,46 @@ def ops_list(spark: SparkSession, path: Path) -> list[dict[str, Any]]:
     return [op_dict(row.asDict()) for row in ops]
 
 
-def test_values_keep_their_json_shape(spark: SparkSession, write_history: WriteHistory) -> None:
-    values = [{"from": 1, "to": 2, "amount": 3}, [1, 2, 3], None, 7, "seven", {"0": [1, {"a": 2}]}]
+SHAPES = [
+    {"from": 1, "to": 2, "amount": 3},
+    [1, 2, 3],
+    None,
+    7,
+    -2.5,
+    2**70,
+    {"0": [1, {"a": 2}], "b": "v"},
+    [True, False, None, 'x\ty"z'],
+]
+# Values the one pass does not vouch for: it cannot tell a JSON string from its content.
+STRINGS = ["seven", "[1]", "null", {"value": "v"}, "ä"]
+
+
+@pytest.mark.parametrize("values", [SHAPES, SHAPES + STRINGS], ids=["one-pass", "detailed"])
+def test_values_keep_their_json_shape(
+    spark: SparkSession,
+    write_history: WriteHistory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    values: list[Any],
+) -> None:
     events: list[dict[str, Any] | str] = []
     for value in values:
         events.append({"process": 0, "type": "invoke", "f": "x", "value": value})
         events.append({"process": 0, "type": "ok", "f": "x", "value": value})
-    ops = ops_list(spark, write_history(events))
-    assert [op["value"] for op in ops] == values
-    assert [op["invoke_value"] for op in ops] == values
+    path = write_history(events)
+    detailed_ops = ops_list(spark, path)
+    if values == SHAPES:  # these the one pass stores itself
+
+        def refused(*args: Any) -> None:
+            raise AssertionError("the one pass sent this history down the detailed path")
+
+        monkeypatch.setattr(history_table, "load_events", refused)
+    table = tmp_path / "ops.parquet"
+    store_operations(spark, path, table)
+    rows = spark.read.parquet(str(table)).orderBy("invoke_index").collect()
+    for ops in (detailed_ops, [op_dict(row.asDict()) for row in rows]):
+        assert [op["value"] for op in ops] == values
+        assert [op["invoke_value"] for op in ops] == values
 
 
 def test_a_line_cut_off_by_a_crash_is_skipped_with_a_note(
@@ -227,14 +259,31 @@ ODD_BUT_VALID = [
 ]
 
 
+# Values as the history writer spells them and as it does not: the table keeps their JSON text.
+NUMBERS = (
+    '{"index": 50, "time": 9, "process": 4, "type": "invoke", "f": "x", '
+    '"value": [1.50, 1e3, -0, 123456789012345678901234567890, 2E-2]}'
+)
+NESTED = (
+    '{"index": 51, "time": 9, "process": 4, "type": "ok", "f": "x", '
+    '"value": {"value": "s", "b": [true, null]}}'
+)
+
+
 @pytest.mark.parametrize(
     "extra",
     [
         [],
+        [NUMBERS, NESTED],
         # the detailed path builds these tables: processes and fs the one pass does not vouch for
         [{"process": "01", "type": "invoke", "f": "x"}, {"process": "01", "type": "ok", "f": "x"}],
         [{"process": 5, "type": "invoke", "f": "a b"}, {"process": 5, "type": "fail", "f": "a b"}],
         ['{"index": 99, "time": 1, "process": -0, "type": "invoke", "f": "x"}'],
+        # values that may be JSON strings: the detailed path tells
+        [{"process": 6, "type": "invoke", "f": "x", "value": "[1]"}],
+        ['{"index": 98, "time": 1, "process": 6, "type": "invoke", "f": "x", "value" :\t"s"}'],
+        [{"process": 6, "type": "invoke", "f": "x", "value": ["é"], "error": "ü"}],
+        ['{"index": 97, "time": 1, "process": 6, "type": "invoke", "f": "x", "valu\\u0065": "s"}'],
     ],
 )
 def test_the_one_pass_table_is_the_detailed_one(
