@@ -107,6 +107,11 @@ class Versions:
         self.longest = longest
         self.order = list(dict.fromkeys(longest))
         self.position = {v: i for i, v in enumerate(self.order)}
+        # The usual key: every read a prefix of the longest, which repeats nothing. Then no read
+        # holds a duplicate, two reads never disagree, and only the order's elements were read,
+        # so most cases need no look at the reads one by one.
+        self.prefixes = all(v == longest[: len(v)] for _, v in self.reads)
+        self.clean = self.prefixes and len(self.order) == len(longest)
 
     def previous(self, v: Any) -> Any:
         """The version an append of `v` followed: its predecessor in the order, or for an
@@ -131,8 +136,8 @@ def analyze(key: Any, accesses: list[Access], explain: bool = False) -> KeyResul
     k = key
     cases = result.cases
     ok_reads = [(t, v) for t, v in versions.reads if t.type == "ok"]
-    cases += _duplicates(k, versions.reads)
-    cases += _incompatible(k, versions.reads)
+    cases += _duplicates(k, versions.reads, versions)
+    cases += _incompatible(k, versions.reads, versions)
     cases += _aborted(k, ok_reads, versions)
     cases += _intermediate(k, accesses, ok_reads)
     cases += _internal(k, oks)
@@ -183,7 +188,9 @@ def _case(name: str, ops: list[Access], text: str, **extra: Any) -> dict[str, An
 Reads = list[tuple[Access, tuple[Any, ...]]]  # non-empty reads: (access, values)
 
 
-def _duplicates(k: Any, reads: Reads) -> list[dict[str, Any]]:
+def _duplicates(k: Any, reads: Reads, versions: Versions) -> list[dict[str, Any]]:
+    if versions.clean:
+        return []
     cases = []
     for t, v in reads:
         if len(set(v)) != len(v):
@@ -193,8 +200,10 @@ def _duplicates(k: Any, reads: Reads) -> list[dict[str, Any]]:
     return cases
 
 
-def _incompatible(k: Any, reads: Reads) -> list[dict[str, Any]]:
+def _incompatible(k: Any, reads: Reads, versions: Versions) -> list[dict[str, Any]]:
     """Two reads of the key where the shorter is not a prefix of the longer (the first pair)."""
+    if versions.prefixes:
+        return []
     seen: dict[tuple[Any, ...], Access] = {}
     for t, v in reads:
         seen.setdefault(v, t)
@@ -217,6 +226,8 @@ def _aborted(k: Any, ok_reads: Reads, versions: Versions) -> list[dict[str, Any]
     of unconfirmed data)."""
     if not versions.failed:
         return []
+    if versions.prefixes and not versions.failed.keys() & versions.position.keys():
+        return []  # no read holds an element outside the order
     cases = []
     resurrected: set[Any] = set()
     for t, v in ok_reads:
@@ -407,8 +418,9 @@ def _may_lose(
     furthest = [-1]  # furthest[i]: the furthest position among the first i acknowledged
     for _, v in acked:
         furthest.append(max(furthest[-1], versions.position.get(v, len(versions.order))))
+    prefixes = versions.prefixes  # then every read is one; else each is compared
     for r, seen in reads:
-        if seen != versions.longest[: len(seen)] or furthest[
+        if (not prefixes and seen != versions.longest[: len(seen)]) or furthest[
             bisect.bisect_left(ends, r.start)
         ] >= len(seen):
             return True
