@@ -93,12 +93,18 @@ def _diverged(
 def _unseen(
     k: Any, reads: list[tuple[Access, tuple[Any, ...]]], acked: dict[Any, Access]
 ) -> list[dict[str, Any]]:
+    # Only a read through another node can miss the append: each writer's node gets the reads
+    # through the others, in order (a key served by one node, the usual case, has none).
+    elsewhere: dict[str, list[tuple[Access, tuple[Any, ...]]]] = {}
+    for w in acked.values():
+        if w.node is not None and w.node not in elsewhere:
+            elsewhere[w.node] = [(r, v) for r, v in reads if r.node not in (None, w.node)]
     cases = []
     for v, w in acked.items():
         if w.end is None or w.node is None:
             continue
-        for r, seen in reads:
-            if r.node in (None, w.node) or r.start <= w.end or v in seen:
+        for r, seen in elsewhere[w.node]:
+            if r.start <= w.end or v in seen:
                 continue
             theirs = [x for x in seen if _acked_via(acked, x, r.node) and acked[x].start > w.end]
             if theirs:
