@@ -7,7 +7,9 @@ effect atomically at a point between its invocation and its completion, against 
 store, so the history is strict serializable (and so serializable): the checker should find it
 valid, and the figures are those of a clean history. A few transactions fail (no effect) or end
 `info` (an effect or not, at random; the process is then replaced, as the runner does), and a
-final transaction reads every key, as the workload's final read does.
+final transaction reads every key, as the workload's final read does. Each process is bound to one
+of `--nodes` nodes (1 by default), which its completions name, as a run's do (the split-brain
+analysis looks at nodes, so a history without them would cost less than a real one).
 
 For each size the pure checker `checkers.listappend.check(txns, model)` is timed (generation is
 timed apart), with its peak memory: the high-water mark of the process's resident set (VmHWM,
@@ -21,6 +23,7 @@ average as it began (a shared machine's other work shows up in the wall time).
 
     .venv/bin/python bench/listappend_scale.py [--sizes 10k,100k,1M] [--model serializable]
         [--strict] [--repeat 1] [--timeout 600] [--profile 100k] [--tracemalloc] [--spark]
+        [--nodes 1]
 """
 
 from __future__ import annotations
@@ -95,8 +98,10 @@ def generate(
     fail_rate: float,
     info_rate: float,
     final_read: bool,
+    nodes: int = 0,
 ) -> list[Txn]:
-    """`n` client transactions (plus the final read) from `concurrency` overlapping processes.
+    """`n` client transactions (plus the final read) from `concurrency` overlapping processes,
+    each bound to one of `nodes` nodes (n1, n2, …) as a run's clients are, or to none.
 
     An event simulation in ns: a process invokes, its transaction takes effect 0.3–2 ms later
     (all effects in time order, so serially), it completes 0.1–1 ms after that and invokes again
@@ -139,7 +144,9 @@ def generate(
             )
         else:
             invoked, start, _, outcome, result = pending[slot]
-            txns.append(Txn(invoked, index, process[slot], outcome, start, now, mops_of(result)))
+            node = f"n{slot % nodes + 1}" if nodes else None
+            mops = mops_of(result)
+            txns.append(Txn(invoked, index, process[slot], outcome, start, now, mops, node))
             index += 1
             if outcome == "info":  # the runner's client becomes a new process
                 process[slot] += concurrency
@@ -149,7 +156,10 @@ def generate(
             start = now + 1000 * US
             result = execute(store, value)
             now = start + 1000 * US
-            txns.append(Txn(index, index + 1, FINAL_PROCESS, "ok", start, now, mops_of(result)))
+            node = "n1" if nodes else None
+            txns.append(
+                Txn(index, index + 1, FINAL_PROCESS, "ok", start, now, mops_of(result), node)
+            )
             index += 2
     return txns
 
@@ -475,6 +485,9 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=10.0, help="cycle search s per SCC")
     parser.add_argument("--timeout", type=float, default=None, help="give up a check after s")
     parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="nodes the clients are bound to (0: none recorded)"
+    )
     parser.add_argument("--keys", type=int, default=WorkloadOptions.key_count)
     parser.add_argument("--max-writes", type=int, default=WorkloadOptions.max_writes_per_key)
     parser.add_argument("--max-txn-length", type=int, default=WorkloadOptions.max_txn_length)
@@ -502,7 +515,8 @@ def main() -> None:
     spark_max = parse_size(args.spark_max)
     load = os.getloadavg()[0]
     print(
-        f"list-append checker scaling: {args.concurrency} processes, {args.keys} active keys, "
+        f"list-append checker scaling: {args.concurrency} processes on {args.nodes} node(s), "
+        f"{args.keys} active keys, "
         f"≤{args.max_writes} appends/key, ≤{args.max_txn_length} mops/txn, "
         f"fail {args.fail_rate:g}, info {args.info_rate:g}, seed {args.seed}"
     )
@@ -525,6 +539,7 @@ def main() -> None:
             args.fail_rate,
             args.info_rate,
             not args.no_final_read,
+            args.nodes,
         )
         gen = time.perf_counter() - g0
         counts = {k: sum(1 for t in txns if t.type == k) for k in ("ok", "fail", "info")}
