@@ -12,20 +12,18 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from py4j.protocol import Py4JError
-from pyspark.errors import PySparkException
-from pyspark.sql import Column, DataFrame, Observation, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from checkers import history_fast
+from checkers.spark import Spark, session_of
 from harness.errors import BadInput
-from harness.history import EVENT_TYPES, NEMESIS, has_partial_last_line
+from harness.history import EVENT_TYPES, INT64, NEMESIS, has_partial_last_line
 
 # The raw line is parsed once; process, f and value stay variants so that their JSON types can be
 # checked (a StringType column would turn 3, "3" and [3] all into text).
@@ -33,31 +31,10 @@ _EVENT_SCHEMA = (
     "index bigint, time bigint, process variant, type string, f variant, value variant, "
     "node string, error string, workload string"
 )
-# The fast path (store_operations) reads process and f as text: a JSON string's content, or the
-# JSON text of anything else. It takes only texts that no JSON type but the allowed ones can give
-# (a process: an integer in BIGINT range or a string; an f: a string), so what it takes is what
-# the detailed path makes of the same line; anything else sends the history down that path.
-_FAST_SCHEMA = (
-    _EVENT_SCHEMA.replace("process variant", "process string")
-    .replace("f variant", "f string")
-    .replace("value variant", "value string")
-)
-# Both paths store a value as the JSON text Spark's reader copies from the line when it reads the
-# value as a string (cheaper than building a variant and writing it out again), except a JSON
-# string, which that copy gives unquoted: there the detailed path writes the variant's JSON text.
-# A value can only be a string on a line with the key "value" spelled out before a quote, or with
-# a \u escape (which could spell the key): the fast path does not vouch for those lines.
+# A value is stored as the JSON text Spark's reader copies from the line when it reads the value
+# as a string (cheaper than building a variant and writing it out again), except a JSON string,
+# which that copy gives unquoted: there the variant's JSON text is written.
 _RAW_VALUE = "value string"
-# (Two tests: a regex that begins with a literal is searched for fast, an alternation is not.)
-_MAYBE_STRING = r'"value"[ \t\r]*:[ \t\r]*"'
-_ESCAPE = "\\u"
-
-_FAST_PROCESS = rf"^(0|-?[1-9][0-9]{{0,17}}|{NEMESIS})$"
-_FAST_F = r"^[A-Za-z][A-Za-z0-9_-]*$"
-_JSON_WORDS = ("true", "false", "null", "NaN", "Infinity", "INF")
-# What the fast path parses instead of a line it does not vouch for: no JSON, so a bad event.
-_UNVOUCHED = "!"
-_INT64 = range(-(2**63), 2**63)
 PARTIAL_LINE_NOTE = "the last line was cut off by a crash and was skipped"
 
 OP_COLUMNS = (
@@ -80,35 +57,33 @@ ROW_GROUP_BYTES = 16 * 1024 * 1024
 
 
 def store_operations(
-    spark: SparkSession,
+    spark: Spark,
     path: Path,
     table: Path,
-    prepare: Callable[[DataFrame], DataFrame] | None = None,
+    workload: str | None = None,
 ) -> tuple[int, list[str]]:
     """Write the history's operations table at `table` (Parquet, replacing it): (events, notes).
 
     The table, the event count, the notes and any BadInput are those of
-    `operations(load_events(spark, path))`, with `prepare` applied before the write. A well-formed
-    history is read once: parsed, validated, paired and written in one Spark job that counts what
-    would make it bad (observed metrics), then its indices are checked for duplicates on the
-    driver. Anything the fast path does not vouch for (a malformed or unusual line, a broken
-    alternation, a shared index) sends the history down the detailed path, which finds it and
-    says what it is or, when it is only unusual, builds the table itself. Nothing is left behind
-    when the history is bad: the table is written beside its place and renamed into it.
+    `operations(load_events(spark, path))`, with client operations that name no workload tagged
+    `workload` when one is given (a single-workload history written by hand need not tag its
+    events). A well-formed history is read by the driver in one pass (checkers/history_fast.py);
+    anything that pass does not vouch for (a malformed or unusual line, a broken alternation, a
+    shared index) sends the history down the detailed path, which finds it and says what it is
+    or, when it is only unusual, builds the table itself. Nothing is left behind when the history
+    is bad: the table is written beside its place and renamed into it.
     """
     if not path.is_file():
         raise BadInput(f"history file {path} does not exist")
-    prepare = prepare or (lambda ops: ops)
     created = next((d for d in reversed(table.parents) if not d.exists()), None)
     table.parent.mkdir(parents=True, exist_ok=True)
     draft = table.with_name(f".{table.name}.{uuid.uuid4().hex}")
     try:
-        stored = _store_fast(spark, path, draft, prepare)
+        stored = _store_fast(spark, path, draft, workload)
         if stored is None:
-            shutil.rmtree(draft, ignore_errors=True)
-            loaded, notes = load_events(spark, path)
+            loaded, notes = load_events(session_of(spark), path)
             stored = loaded.count(), notes
-            _write(prepare(operations(loaded)), draft)
+            _write(_tagged(operations(loaded), workload), draft)
     except BaseException:
         shutil.rmtree(created or draft, ignore_errors=True)
         raise
@@ -166,40 +141,40 @@ def operations(events: DataFrame) -> DataFrame:
 
 
 def _store_fast(
-    spark: SparkSession, path: Path, draft: Path, prepare: Callable[[DataFrame], DataFrame]
+    spark: Spark, path: Path, draft: Path, workload: str | None
 ) -> tuple[int, list[str]] | None:
-    """Parse, check, pair and write in one job: (events, notes), or None to go the detailed way.
-    What it writes is the detailed path's table whenever it returns.
-
-    With no bad event (but a line cut off by a crash) and no broken alternation, each event is
-    an operation's invocation or its completion, so the written indices are all the events' and
-    tell whether two are the same.
-    """
-    counts = Observation()
-    rows = _paired(_fast_checked(_lines(spark, path)), counts)
-    _write(prepare(rows.filter(F.col("problem").isNull()).select(*OP_COLUMNS)), draft)
-    try:
-        seen = counts.get
-    except (Py4JError, PySparkException):  # no metrics: the detailed path will tell
+    """The driver's one pass: (events, notes) with the table written at `draft`, or None to go
+    the detailed way. A last line cut off by a crash is left out when it is no event to the
+    detailed path either."""
+    end = path.stat().st_size
+    cut = _cut_off(path)
+    if cut is not None:
+        if not _only_bad_line(session_of(spark), cut):
+            return None
+        end -= len(cut.encode())
+    built = history_fast.operations(path, end, workload)
+    if built is None:
         return None
-    cut_off = seen["bad"] == 1 and _only_bad_line(spark, _cut_off(path))
-    if (seen["bad"] and not cut_off) or seen["problems"]:
-        return None
-    if not _distinct_indices(draft, seen["events"]):
-        return None
-    return seen["events"], [PARTIAL_LINE_NOTE] if cut_off else []
+    ops, events = built
+    draft.mkdir()
+    rows = ROW_GROUP_BYTES * ops.num_rows // max(ops.nbytes, 1)
+    pq.write_table(
+        ops,
+        draft / "part-00000.parquet",
+        row_group_size=max(rows, 1),
+        use_dictionary=["process", "workload", "f", "node", "type", "error"],
+        store_schema=False,
+    )
+    return events, [PARTIAL_LINE_NOTE] if cut is not None else []
 
 
-def _only_bad_line(spark: SparkSession, line: str | None) -> bool:
-    """Whether a line the fast path found bad, its only one, is the cut-off last `line`: the
-    last line is bad to both paths, so it is the one (a copy elsewhere would be a second). A line
-    that is not valid UTF-8 (read with replacements here) is left to the detailed path."""
-    if line is None or "\ufffd" in line:
+def _only_bad_line(spark: SparkSession, line: str) -> bool:
+    """Whether the cut-off last `line` is no event to the detailed path. A line that is not
+    valid UTF-8 (read with replacements here) is left to the detailed path."""
+    if "\ufffd" in line:
         return False
     lines = _lines(spark, spark.createDataFrame([(line,)], "value string"))
-    fast = [row["good"] for row in _fast_checked(lines).select("good").collect()]
-    detailed = [row["good"] for row in _checked(lines).select("good").collect()]
-    return fast == [False] and detailed == [False]
+    return [row["good"] for row in _checked(lines).select("good").collect()] == [False]
 
 
 def _cut_off(path: Path) -> str | None:
@@ -245,38 +220,6 @@ def _checked(lines: DataFrame) -> DataFrame:
     )
 
 
-def _fast_checked(lines: DataFrame) -> DataFrame:
-    """What _checked makes of the lines, faster, where `good` is true; elsewhere a bad event.
-
-    Lines that begin with "{", are valid UTF-8 and cannot hold a string value (what the history
-    writer writes, but for a rare non-ASCII text) are parsed as `from_json` parses them, only
-    faster (Spark's JSON reader), with process and f as text taken only where no JSON type but the
-    allowed ones could have produced it; every other line is a bad event. Bad events stay in, to
-    be counted after the shuffle (Spark drops the metrics of an empty stage): with no process and
-    no type, they share a partition and make no operation.
-    """
-    text = F.col("value")
-    vouched = F.startswith(text, F.lit("{")) & F.is_valid_utf8(text) & ~text.rlike(_MAYBE_STRING)
-    vouched &= ~F.contains(text, F.lit(_ESCAPE))
-    parsed = lines.sparkSession.read.json(
-        lines.select(F.when(vouched, text).otherwise(_UNVOUCHED).alias("value")),
-        schema=_FAST_SCHEMA,
-        allowSingleQuotes=False,
-    ).alias("e")
-    good = (
-        F.col("e.index").isNotNull()
-        & F.col("e.time").isNotNull()
-        & F.col("e.process").rlike(_FAST_PROCESS)
-        & F.col("e.type").isin(*EVENT_TYPES)
-        & F.col("e.f").rlike(_FAST_F)
-        & ~F.col("e.f").isin(*_JSON_WORDS)
-    )
-    good = F.coalesce(good, F.lit(False))
-    process = F.when(good, F.col("e.process"))
-    checked = _event_columns(parsed, good, process, F.col("e.f"), F.col("e.value"))
-    return checked.withColumn("type", F.when(F.col("good"), F.col("type")))
-
-
 def _event_columns(
     parsed: DataFrame, good: Column, process: Column, f: Column, value: Column
 ) -> DataFrame:
@@ -296,12 +239,9 @@ def _event_columns(
     )
 
 
-def _paired(events: DataFrame, counts: Observation | None = None) -> DataFrame:
+def _paired(events: DataFrame) -> DataFrame:
     """Each invocation with its completion (the next event of its process), each lone nemesis
-    completion, and each event that breaks the alternation, with `problem` saying how.
-
-    With `counts`, events have a `good` column, and the bad ones, the good ones and the problems
-    are counted into it."""
+    completion, and each event that breaks the alternation, with `problem` saying how."""
     by_process = Window.partitionBy("process").orderBy("index")
     outcome = ("index", "time", "type", "value", "node", "error", "workload")
     paired = events.select(
@@ -313,13 +253,6 @@ def _paired(events: DataFrame, counts: Observation | None = None) -> DataFrame:
     follows_invoke = F.coalesce(F.col("prev.type") == "invoke", F.lit(False))
     nemesis = F.col("process") == NEMESIS
     problem = F.when(~nemesis, _problem(invoke, follows_invoke))
-    if counts is not None:
-        paired = paired.observe(
-            counts,
-            F.count(F.when(~F.col("good"), 1)).alias("bad"),
-            F.count(F.when(F.col("good"), 1)).alias("events"),
-            F.count(problem).alias("problems"),
-        )
     # A nemesis completion with no invocation is its own completion.
     done = F.when(invoke, F.when(F.col("next.type") != "invoke", F.col("next"))).otherwise(
         F.struct(*outcome)
@@ -345,6 +278,14 @@ def _paired(events: DataFrame, counts: Observation | None = None) -> DataFrame:
     )
 
 
+def _tagged(ops: DataFrame, workload: str | None) -> DataFrame:
+    """The operations with `workload` for client operations that name none (when given)."""
+    if workload is None:
+        return ops
+    client = F.col("process") != NEMESIS
+    return ops.withColumn("workload", F.when(client, F.coalesce("workload", F.lit(workload))))
+
+
 def _write(ops: DataFrame, table: Path) -> None:
     """The operations as Parquet at `table`, each file in invocation order.
 
@@ -354,17 +295,6 @@ def _write(ops: DataFrame, table: Path) -> None:
     ops.sortWithinPartitions("invoke_index").write.mode("overwrite").option(
         "parquet.block.size", ROW_GROUP_BYTES
     ).parquet(str(table))
-
-
-def _distinct_indices(table: Path, events: int) -> bool:
-    """Whether the table's operations hold `events` distinct indices: each invocation's, and each
-    completion's that is another event than the invocation (a lone nemesis completion is both)."""
-    indices = pq.read_table(table, columns=["invoke_index", "complete_index"])
-    invoked, completed = indices["invoke_index"], indices["complete_index"]
-    other = pc.fill_null(pc.not_equal(completed, invoked), False)
-    every = np.concatenate([invoked.to_numpy(), pc.filter(completed, other).to_numpy()])
-    every.sort()
-    return len(every) == events and not np.any(every[1:] == every[:-1])
 
 
 def op_dicts(ops: DataFrame, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -449,7 +379,7 @@ def _event_problem(line: str) -> str | None:
         if key not in event:
             return f"it has no {key}"
         value = event[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value not in _INT64:
+        if not isinstance(value, int) or isinstance(value, bool) or value not in INT64:
             return f"its {key} {json.dumps(value)} is not an integer"
     process = event.get("process")
     if not isinstance(process, (int, str)) or isinstance(process, bool):

@@ -9,20 +9,20 @@ from typing import Any
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers import ALWAYS, CHECKERS, WORKLOAD_CHECKERS
 from checkers.history_table import store_operations
+from checkers.spark import Spark, session_of
 from harness.errors import BadInput, InfraError
-from harness.history import NEMESIS
 from harness.verdict import combine, word
 
 OPS_TABLE = "ops.parquet"
 
 
 def analyze(
-    spark: SparkSession,
+    spark: Spark,
     history: Path,
     out_dir: Path,
     workloads: list[str],
@@ -48,7 +48,7 @@ def analyze(
 
 
 def _analyze(
-    spark: SparkSession,
+    spark: Spark,
     history: Path,
     out_dir: Path,
     workloads: list[str],
@@ -56,11 +56,12 @@ def _analyze(
     progress: Callable[[str], None],
 ) -> dict[str, Any]:
     table = out_dir / OPS_TABLE
-    tag = _tag(workloads[0]) if len(workloads) == 1 else None
+    # a single-workload history written by hand need not tag its events
+    tag = workloads[0] if len(workloads) == 1 else None
     progress("reading the history into the operations table")
     event_count, notes = store_operations(spark, history, table, tag)
     # The checkers read the table as written: no copy of the operations stays in memory.
-    ops = spark.read.parquet(str(table))
+    ops = session_of(spark).read.parquet(str(table))
 
     results: dict[str, dict[str, Any]] = {}
     for workload in workloads:
@@ -85,14 +86,6 @@ def _analyze(
         "notes": notes,
         "history": {"path": str(history), "events": event_count},
     }
-
-
-def _tag(workload: str) -> Callable[[DataFrame], DataFrame]:
-    """A single-workload history written by hand need not tag its events: its client operations
-    are the workload's."""
-    client = F.col("process") != NEMESIS
-    workload_of = F.when(client, F.coalesce("workload", F.lit(workload)))
-    return lambda ops: ops.withColumn("workload", workload_of)
 
 
 def _run(name: str, ops: DataFrame, params: dict[str, Any]) -> dict[str, Any]:

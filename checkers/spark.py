@@ -8,11 +8,13 @@ that line and forwards everything else.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -37,6 +39,9 @@ _PY_DUPLICATE_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 _session: SparkSession | None = None
 _lock = threading.Lock()
 
+Spark = SparkSession | Callable[[], SparkSession]
+"""A session, or how to get it when it is first needed (it may still be starting)."""
+
 
 def get_spark(master: str | None = None) -> SparkSession:
     """The process's Spark session, created on first use (master: argument, env, `local[*]`).
@@ -48,6 +53,26 @@ def get_spark(master: str | None = None) -> SparkSession:
         if _session is None or _session.sparkContext._jsc is None:
             _session = _create(master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER)
         return _session
+
+
+def start_spark(master: str | None = None) -> Callable[[], SparkSession]:
+    """Begin launching the process's session in the background; return how to get it.
+
+    The JVM takes seconds to start, which the driver's own first work (reading the history) can
+    overlap. A launch that fails here is tried again, and reported, by the call that needs it.
+    """
+    threading.Thread(target=_launch, args=(master,), name="spark-start", daemon=True).start()
+    return lambda: get_spark(master)
+
+
+def session_of(spark: Spark) -> SparkSession:
+    """The session itself, waiting for it if it is still starting."""
+    return spark if isinstance(spark, SparkSession) else spark()
+
+
+def _launch(master: str | None) -> None:
+    with contextlib.suppress(InfraError):
+        get_spark(master)
 
 
 def _conf(master: str, archive: bool = True) -> SparkConf:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -16,6 +16,9 @@ from harness import store
 from harness.errors import BadInput
 from harness.report import render_report
 from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA, exit_code
+
+if TYPE_CHECKING:
+    from checkers.spark import Spark
 
 # Worst first: an infrastructure error, bad input, an anomaly, an undecided check, valid.
 SEVERITY = [EXIT_INFRA, EXIT_BAD_INPUT, 1, 2, 0]
@@ -85,7 +88,7 @@ def default_params(names: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def analyze(
-    spark: Any,
+    spark: Spark,
     target: Target,
     console: Console,
     model: str | None = None,
@@ -131,16 +134,16 @@ def check_paths(
 ) -> int:
     """Check each path, print its verdict and report path; return the worst exit code. `model`
     and `mode`, when given, override each run's."""
-    from checkers.spark import get_spark
+    from checkers.spark import start_spark
 
     if out is not None and len(paths) > 1:
         raise BadInput("--out takes one path to check; drop it to write beside each history")
     if len(paths) == 1:  # one path: its bad input is the whole answer (exit 254 via the CLI)
         target = resolve(paths[0], workloads, out)
-        results = analyze(get_spark(spark_master), target, console, model, mode)
+        results = analyze(start_spark(spark_master), target, console, model, mode)
         print_verdict(console, results, target.out_dir)
         return exit_code(results["valid"])
-    spark = get_spark(spark_master)
+    spark = start_spark(spark_master)
     codes = []
     for path in paths:
         try:

@@ -15,6 +15,7 @@ from typing import Any
 
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 NEMESIS = "nemesis"
+INT64 = range(-(2**63), 2**63)  # what an index, a time or a numbered process may be
 
 
 class HistoryWriter:

@@ -33,17 +33,30 @@ SHAPES = [
     {"from": 1, "to": 2, "amount": 3},
     [1, 2, 3],
     None,
-    7,
-    -2.5,
+    -7,
     2**70,
     {"0": [1, {"a": 2}], "b": "v"},
-    [True, False, None, 'x\ty"z'],
+    [True, False, None, 'x\ty"z', "a/b\\c\b\f\n\r"],
+    "seven",
+    "[1]",
+    "null",
+    'q"\\',
+    {"value": "v"},
 ]
-# Values the one pass does not vouch for: it cannot tell a JSON string from its content.
-STRINGS = ["seven", "[1]", "null", {"value": "v"}, "ä"]
+# Values the one pass does not vouch for: escapes and numbers that Spark spells otherwise.
+RESPELLED = ["ä", -2.5, [1e20, 0.1]]
 
 
-@pytest.mark.parametrize("values", [SHAPES, SHAPES + STRINGS], ids=["one-pass", "detailed"])
+def refuse_the_detailed_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if store_operations sends its history down the detailed path."""
+
+    def refused(*args: Any) -> None:
+        raise AssertionError("the one pass sent this history down the detailed path")
+
+    monkeypatch.setattr(history_table, "load_events", refused)
+
+
+@pytest.mark.parametrize("values", [SHAPES, SHAPES + RESPELLED], ids=["one-pass", "detailed"])
 def test_values_keep_their_json_shape(
     spark: SparkSession,
     write_history: WriteHistory,
@@ -57,12 +70,8 @@ def test_values_keep_their_json_shape(
         events.append({"process": 0, "type": "ok", "f": "x", "value": value})
     path = write_history(events)
     detailed_ops = ops_list(spark, path)
-    if values == SHAPES:  # these the one pass stores itself
-
-        def refused(*args: Any) -> None:
-            raise AssertionError("the one pass sent this history down the detailed path")
-
-        monkeypatch.setattr(history_table, "load_events", refused)
+    if values == SHAPES:
+        refuse_the_detailed_path(monkeypatch)
     table = tmp_path / "ops.parquet"
     store_operations(spark, path, table)
     rows = spark.read.parquet(str(table)).orderBy("invoke_index").collect()
@@ -251,7 +260,7 @@ ODD_BUT_VALID = [
     # the one pass takes these
     {"process": 0, "type": "invoke", "f": "add", "value": {"a": [1, {"b": None}]}, "node": "n1"},
     {"process": "nemesis", "type": "invoke", "f": "kill", "value": ["n2"]},
-    {"process": 0, "type": "ok", "f": "add", "value": [1.5, "s", True], "error": None},
+    {"process": 0, "type": "ok", "f": "add", "value": [15, "s", True], "error": None},
     {"process": "nemesis", "type": "info", "f": "kill", "value": None},
     {"process": "nemesis", "type": "info", "f": "heal", "value": None},
     {"process": -3, "type": "invoke", "f": "true", "value": None, "workload": "set"},
@@ -259,38 +268,86 @@ ODD_BUT_VALID = [
 ]
 
 
+def line(index: int, rest: str) -> str:
+    """A history line written by hand, from its index and the fields after it."""
+    return f'{{"index": {index}, "time": 9, {rest}}}'
+
+
 # Values as the history writer spells them and as it does not: the table keeps their JSON text.
-NUMBERS = (
-    '{"index": 50, "time": 9, "process": 4, "type": "invoke", "f": "x", '
-    '"value": [1.50, 1e3, -0, 123456789012345678901234567890, 2E-2]}'
-)
-NESTED = (
-    '{"index": 51, "time": 9, "process": 4, "type": "ok", "f": "x", '
-    '"value": {"value": "s", "b": [true, null]}}'
-)
+NUMBERS = line(50, '"process": 4, "type": "invoke", "f": "x", "value": [1.50, 1e3, -0, 2E-2]')
+NESTED = line(51, '"process": 4, "type": "ok", "f": "x", "value": {"value": "s", "b": [true]}')
+
+
+def invoke(index: int, rest: str = "", process: str = "6", f: str = '"x"') -> str:
+    """An invocation written by hand, with `rest` after its index, time, process and f."""
+    return line(index, f'"process": {process}, "type": "invoke", "f": {f}{rest}')
 
 
 @pytest.mark.parametrize(
-    "extra",
+    ("extra", "one_pass"),
     [
-        [],
-        [NUMBERS, NESTED],
-        # the detailed path builds these tables: processes and fs the one pass does not vouch for
-        [{"process": "01", "type": "invoke", "f": "x"}, {"process": "01", "type": "ok", "f": "x"}],
-        [{"process": 5, "type": "invoke", "f": "a b"}, {"process": 5, "type": "fail", "f": "a b"}],
-        ['{"index": 99, "time": 1, "process": -0, "type": "invoke", "f": "x"}'],
-        # values that may be JSON strings: the detailed path tells
-        [{"process": 6, "type": "invoke", "f": "x", "value": "[1]"}],
-        ['{"index": 98, "time": 1, "process": 6, "type": "invoke", "f": "x", "value" :\t"s"}'],
-        [{"process": 6, "type": "invoke", "f": "x", "value": ["é"], "error": "ü"}],
-        ['{"index": 97, "time": 1, "process": 6, "type": "invoke", "f": "x", "valu\\u0065": "s"}'],
+        pytest.param([], True, id="plain"),
+        pytest.param([NUMBERS, NESTED], False, id="numbers"),
+        pytest.param([invoke(50, ', "value": -0')], False, id="minus-zero"),
+        pytest.param([invoke(50, ', "value": [1, -0]')], False, id="minus-zero-inside"),
+        pytest.param([invoke(50, ', "value": 12345678901234567890123')], True, id="big-int"),
+        # processes and fs the writer does not write, and values written in other ways
+        pytest.param(
+            [
+                {"process": "01", "type": "invoke", "f": "x"},
+                {"process": "01", "type": "ok", "f": "x"},
+            ],
+            True,
+            id="process-name",
+        ),
+        pytest.param(
+            [
+                {"process": 5, "type": "invoke", "f": "a b"},
+                {"process": 5, "type": "fail", "f": "a b"},
+            ],
+            True,
+            id="f-with-space",
+        ),
+        pytest.param([invoke(99, process="-0")], True, id="process-minus-zero"),
+        pytest.param(
+            [invoke(98, process="4"), line(99, '"process": "4", "type": "ok", "f": "x"')],
+            True,
+            id="process-number-and-text",
+        ),
+        pytest.param([invoke(98, ', "value": {"é": ["ü", "a\\"b"]}')], True, id="utf-8"),
+        pytest.param(
+            [invoke(98, ', "value": [1], "value": [2]', f='"x\\u00e9"')], True, id="twice"
+        ),
+        pytest.param([invoke(98, ', "value": ["a\\/b"]')], False, id="escaped-slash"),
+        pytest.param([invoke(98, ', "value": [ 1 ,\t{ "a" : [ ] } ]\r')], True, id="spaces"),
+        pytest.param([invoke(98) + " trailing"], False, id="trailing-text"),
+        pytest.param([""], False, id="blank-line"),
+        pytest.param([invoke(98, ', "value": "é/\\b"')], True, id="string"),
+        pytest.param(
+            [{"process": 6, "type": "invoke", "f": "x", "value": "[1]"}], True, id="json-in-string"
+        ),
+        pytest.param([invoke(98, ', "value" :\t"s"')], True, id="string-after-tab"),
+        pytest.param(
+            [{"process": 6, "type": "invoke", "f": "x", "value": ["é"], "error": "ü"}],
+            False,
+            id="unicode-escape",
+        ),
+        pytest.param([invoke(97, ', "valu\\u0065": "s"')], True, id="escaped-key"),
     ],
 )
 def test_the_one_pass_table_is_the_detailed_one(
-    spark: SparkSession, write_history: WriteHistory, tmp_path: Path, extra: list[Any]
+    spark: SparkSession,
+    write_history: WriteHistory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extra: list[Any],
+    one_pass: bool,
 ) -> None:
     path = write_history(ODD_BUT_VALID + extra)
-    assert stored(spark, path, tmp_path / "out" / "ops.parquet") == detailed(spark, path)
+    expected = detailed(spark, path)
+    if one_pass:
+        refuse_the_detailed_path(monkeypatch)
+    assert stored(spark, path, tmp_path / "out" / "ops.parquet") == expected
 
 
 def test_the_one_pass_skips_a_line_cut_off_by_a_crash(
@@ -311,12 +368,14 @@ def test_the_one_pass_skips_a_line_cut_off_by_a_crash(
         [{"process": 8, "type": "ok", "f": "x"}],
         [{"process": 0, "type": "invoke", "f": "x"}],
         [{"process": 0, "type": "ok", "f": "other"}],
+        ['{"index": 1, "time": 1, "process": 9223372036854775808, "type": "invoke", "f": "x"}'],
+        ['{"index": 9223372036854775808, "time": 1, "process": 9, "type": "invoke", "f": "x"}'],
     ],
 )
 def test_the_one_pass_refuses_what_the_detailed_path_refuses_and_leaves_nothing(
     spark: SparkSession, write_history: WriteHistory, tmp_path: Path, bad: list[Any]
 ) -> None:
-    path = write_history(ODD_BUT_VALID[:1] + bad + ODD_BUT_VALID[2:])
+    path = write_history(ODD_BUT_VALID[:1] + bad + ODD_BUT_VALID[3:])
     with pytest.raises(BadInput) as expected:
         operations(load_events(spark, path)[0])
     with pytest.raises(BadInput) as caught:

@@ -19,6 +19,13 @@ from harness.spark_workers import zips_last
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def run_script(script: str) -> subprocess.CompletedProcess[str]:
+    """Run Python code in a fresh process (a process has one Spark session) from the project."""
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_starting_spark_and_running_a_job_prints_nothing() -> None:
     script = (
         "from checkers.spark import get_spark\n"
@@ -26,11 +33,30 @@ def test_starting_spark_and_running_a_job_prints_nothing() -> None:
         "assert get_spark() is spark\n"
         "assert spark.range(1000).groupBy().count().first()[0] == 1000\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    done = run_script(script)
     assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == ("", "")
+
+
+def test_a_session_started_in_the_background_is_the_one_a_check_gets() -> None:
+    script = (
+        "import threading\n"
+        "from checkers.spark import get_spark, session_of, start_spark\n"
+        "from harness.errors import InfraError\n"
+        "spark = start_spark('local[1]')\n"
+        "assert 'spark-start' in [t.name for t in threading.enumerate()]\n"
+        "session = session_of(spark)\n"
+        "assert session is get_spark() and session_of(session) is session\n"
+        "assert session.range(10).count() == 10\n"
+        "session.stop()\n"
+        "try:\n"
+        "    session_of(start_spark('no-such-master'))\n"
+        "except InfraError as e:\n"
+        "    print(e)\n"
+    )
+    done = run_script(script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Spark could not start with master 'no-such-master'")
 
 
 # A job in a fresh process; prints whether the JVM has the class archive mapped (its pages show

@@ -1,0 +1,186 @@
+"""The operations table of a well-formed history, built in the driver without Spark.
+
+A history as the harness writes it is parsed in one call (msgspec, each value kept as its raw
+JSON text), paired with numpy and written with Arrow: seconds at 1M transactions, where Spark's
+JSON reader takes half a minute and leaves its JVM no faster for the checkers. It takes only what
+it can vouch for, so that the table is the one the detailed path (checkers/history_table.py)
+would build: anything unusual or wrong (a malformed line, a blank one, a broken alternation, a
+shared index, a value whose text Spark would spell otherwise) returns None, and the detailed path
+then builds the table or says what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from harness.history import EVENT_TYPES, INT64, NEMESIS
+
+_NULL = msgspec.Raw(b"null")
+_INVOKE = EVENT_TYPES.index("invoke")
+_TYPE_CODES = {t: i for i, t in enumerate(EVENT_TYPES)}
+# Spark keeps a value as the text its JSON reader copies token by token: whitespace dropped,
+# numbers and escapes respelled. A raw text holding any of these texts may differ from that copy
+# (a string may hold them too: such a history only goes the detailed way). Whitespace is dropped
+# here first; for the number tests the texts are read with every digit but 0 as 1, "E" as "e",
+# and "]" and "}" as ",".
+_RESPELLED = (b"-0,", b"0e", b"1e")
+_DECIMAL = (b"0.", b"1.")
+_ESCAPES = (b"\\u", b"\\/")
+_NUMBERS = bytes.maketrans(b"23456789E]}", b"11111111e,,")
+_SPACE = (b" ", b"\t", b"\r")
+
+
+class _Event(msgspec.Struct, gc=False):
+    """One line of the history; a field of another type (or a bool for an integer) fails it.
+    Not tracked by the cycle collector, which would walk the millions of them as they are made."""
+
+    index: int
+    time: int
+    process: int | str
+    type: str
+    f: str
+    value: msgspec.Raw = _NULL
+    node: str | None = None
+    error: str | None = None
+    workload: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(list[_Event])
+
+
+def operations(path: Path, end: int, workload: str | None) -> tuple[pa.Table, int] | None:
+    """The operations table of the history's first `end` bytes (whole lines) and its event
+    count, or None when the detailed path must build it. `workload` tags the client operations
+    that name none (a single-workload history written by hand)."""
+    events = _decode(path, end)
+    if events is None:
+        return None
+    n = len(events)
+    try:
+        index = np.fromiter(map(attrgetter("index"), events), np.int64, n)
+        time = np.fromiter(map(attrgetter("time"), events), np.int64, n)
+    except OverflowError:
+        return None
+    ordered = np.sort(index)
+    if (ordered[1:] == ordered[:-1]).any():
+        return None
+    processes, process = _codes(list(map(attrgetter("process"), events)))
+    if any(isinstance(p, int) and p not in INT64 for p in processes):
+        return None
+    # a process is its text: 5 and "5" are one, as they are to Spark
+    names = list(dict.fromkeys(map(str, processes)))
+    process = np.array([names.index(str(p)) for p in processes], np.int64)[process]
+    types = list(map(attrgetter("type"), events))
+    if not set(types) <= _TYPE_CODES.keys():
+        return None
+    kind = np.fromiter(map(_TYPE_CODES.__getitem__, types), np.int8, n)
+    fs, f = _codes(list(map(attrgetter("f"), events)))
+    values = _values(list(map(attrgetter("value"), events)))
+    if values is None:
+        return None
+
+    # Each process's events in index order: an invocation's completion is the next one.
+    order = np.lexsort((index, process))
+    p, k, ff = process[order], kind[order], f[order]
+    same = p[1:] == p[:-1]
+    invoke = k == _INVOKE
+    follows_invoke = np.concatenate([[False], same & invoke[:-1]])
+    nemesis = p == names.index(NEMESIS) if NEMESIS in names else np.zeros(n, bool)
+    other_f = np.concatenate([[False], ff[1:] != ff[:-1]])
+    # invoked while pending, completing nothing, or completing another f
+    problem = ~nemesis & ((invoke == follows_invoke) | (~invoke & other_f))
+    if problem.any():
+        return None
+    keep = np.flatnonzero(invoke | (nemesis & ~follows_invoke))
+    keep = keep[np.argsort(index[order[keep]], kind="stable")]
+    completed = np.concatenate([same & ~invoke[1:], [False]])
+    # an invocation completes with the next event, a lone nemesis completion with itself
+    done_at = np.where(invoke[keep], keep + 1, keep)
+    has_done = np.where(invoke[keep], completed[keep], True)
+    at = pa.array(order[keep])
+    done = pa.array(order[np.minimum(done_at, n - 1)], mask=~has_done)
+
+    node = pa.array(list(map(attrgetter("node"), events)), pa.string())
+    error = pa.array(list(map(attrgetter("error"), events)), pa.string())
+    tags = pa.array(list(map(attrgetter("workload"), events)), pa.string())
+    tagged = pc.coalesce(tags.take(at), tags.take(done))
+    if workload is not None:
+        tagged = pc.if_else(pa.array(~nemesis[keep]), pc.coalesce(tagged, workload), None)
+    index_, time_ = pa.array(index), pa.array(time)
+    complete_time = time_.take(done)
+    table = pa.table(
+        {
+            "process": pa.array(names).take(pa.array(process).take(at)),
+            "workload": tagged,
+            "f": pa.array(fs, pa.string()).take(pa.array(f).take(at)),
+            "node": pc.coalesce(node.take(done), node.take(at)),
+            "type": pc.coalesce(pa.array(EVENT_TYPES).take(pa.array(kind).take(done)), "info"),
+            "invoke_index": index_.take(at),
+            "invoke_time": time_.take(at),
+            "complete_index": index_.take(done),
+            "complete_time": complete_time,
+            "invoke_value": values.take(at),
+            "value": pc.coalesce(values.take(done), values.take(at)),
+            "error": error.take(done),
+            "latency_ns": pc.subtract(complete_time, time_.take(at)),
+        }
+    )
+    return table, n
+
+
+def _decode(path: Path, end: int) -> list[_Event] | None:
+    """The events of the first `end` bytes, or None unless each line holds one event.
+
+    The lines become one JSON array (each newline but the last a comma), so the decoder
+    fails on a blank line, a line with two values or anything after its value, and an event
+    spread over lines."""
+    text = bytearray(end + 2)
+    with path.open("rb") as f:
+        if f.readinto(memoryview(text)[1 : end + 1]) != end:
+            return None
+    text[0], text[-1] = ord("["), ord("]")
+    chars = np.frombuffer(text, np.uint8)
+    if end and chars[end] == ord("\n"):
+        chars[end] = ord(" ")
+    chars[chars == ord("\n")] = ord(",")
+    try:
+        return _DECODER.decode(text)
+    except (msgspec.DecodeError, ValueError):
+        return None
+
+
+def _codes(items: list[Hashable]) -> tuple[list[Any], np.ndarray]:
+    """The distinct items in order of appearance, and each item's number among them."""
+    distinct = list(dict.fromkeys(items))
+    number = {item: i for i, item in enumerate(distinct)}
+    return distinct, np.fromiter(map(number.__getitem__, items), np.int64, len(items))
+
+
+def _values(raws: list[msgspec.Raw]) -> pa.Array | None:
+    """The values' JSON texts as Spark would keep them, or None when one might differ."""
+    listed = msgspec.json.encode(raws)  # "[" the texts, each followed by "," or "]"
+    if any(space in listed for space in _SPACE):
+        raws = [msgspec.Raw(msgspec.json.format(bytes(raw), indent=-1)) for raw in raws]
+        listed = msgspec.json.encode(raws)
+    if any(escape in listed for escape in _ESCAPES):
+        return None
+    numbers = listed.translate(_NUMBERS)
+    respelled = _RESPELLED + (_DECIMAL if b"." in listed else ())
+    if any(text in numbers for text in respelled):
+        return None
+    bounds = np.ones(len(raws) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws)) + 1, out=bounds[1:])
+    bounds[1:] += 1
+    # each text with the "," or "]" after it, then without
+    texts = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(raws), [None, pa.py_buffer(bounds), pa.py_buffer(listed)]
+    )
+    return pc.binary_slice(texts, 0, -1).cast(pa.large_string())
