@@ -36,6 +36,7 @@ _DECIMAL = (b"0.", b"1.")
 _ESCAPES = (b"\\u", b"\\/")
 _NUMBERS = bytes.maketrans(b"23456789E]}", b"11111111e,,")
 _SPACE = (b" ", b"\t", b"\r")
+_NEWLINE_AS_COMMA = bytes.maketrans(b"\n", b",")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -105,8 +106,10 @@ def operations(path: Path, end: int, workload: str | None) -> tuple[pa.Table, in
     # an invocation completes with the next event, a lone nemesis completion with itself
     done_at = np.where(invoke[keep], keep + 1, keep)
     has_done = np.where(invoke[keep], completed[keep], True)
-    at = pa.array(order[keep])
-    done = pa.array(order[np.minimum(done_at, n - 1)], mask=~has_done)
+    invoked = order[keep]
+    completion = order[np.minimum(done_at, n - 1)]
+    at = pa.array(invoked)
+    done = pa.array(completion, mask=~has_done)
 
     node = pa.array(list(map(attrgetter("node"), events)), pa.string())
     error = pa.array(list(map(attrgetter("error"), events)), pa.string())
@@ -128,7 +131,7 @@ def operations(path: Path, end: int, workload: str | None) -> tuple[pa.Table, in
             "complete_index": index_.take(done),
             "complete_time": complete_time,
             "invoke_value": values.take(at),
-            "value": pc.coalesce(values.take(done), values.take(at)),
+            "value": values.take(pa.array(np.where(has_done, completion, invoked))),
             "error": error.take(done),
             "latency_ns": pc.subtract(complete_time, time_.take(at)),
         }
@@ -146,11 +149,11 @@ def _decode(path: Path, end: int) -> list[_Event] | None:
     with path.open("rb") as f:
         if f.readinto(memoryview(text)[1 : end + 1]) != end:
             return None
+    last_newline = end and text[end] == ord("\n")
+    text = text.translate(_NEWLINE_AS_COMMA)
     text[0], text[-1] = ord("["), ord("]")
-    chars = np.frombuffer(text, np.uint8)
-    if end and chars[end] == ord("\n"):
-        chars[end] = ord(" ")
-    chars[chars == ord("\n")] = ord(",")
+    if last_newline:
+        text[end] = ord(" ")
     try:
         return _DECODER.decode(text)
     except (msgspec.DecodeError, ValueError):
