@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -57,6 +57,31 @@ class _Event(msgspec.Struct, gc=False):
 _DECODER = msgspec.json.Decoder(list[_Event])
 
 
+class _Columns(NamedTuple):
+    """The events field by field, in file order (texts as codes into their distinct values)."""
+
+    index: np.ndarray
+    time: np.ndarray
+    process: np.ndarray  # into names: each process's text
+    names: list[str]
+    kind: np.ndarray  # into EVENT_TYPES
+    f: np.ndarray  # into fs
+    fs: list[str]
+    values: pa.Array
+    node: pa.Array
+    error: pa.Array
+    workload: pa.Array
+
+
+class _Pairs(NamedTuple):
+    """Each operation, in invocation order, by the positions of its events in file order."""
+
+    invoked: np.ndarray
+    completion: np.ndarray  # where has_done
+    has_done: np.ndarray
+    client: np.ndarray
+
+
 def operations(path: Path, end: int, workload: str | None) -> tuple[pa.Table, int] | None:
     """The operations table of the history's first `end` bytes (whole lines) and its event
     count, or None when the detailed path must build it. `workload` tags the client operations
@@ -64,79 +89,97 @@ def operations(path: Path, end: int, workload: str | None) -> tuple[pa.Table, in
     events = _decode(path, end)
     if events is None:
         return None
-    n = len(events)
+    fields = {name: list(map(attrgetter(name), events)) for name in _Event.__struct_fields__}
+    del events  # the fields hold all that is needed (half the memory of the decoded lines)
+    columns = _columns(fields)
+    pairs = None if columns is None else _pairs(columns)
+    if columns is None or pairs is None:
+        return None
+    return _table(columns, pairs, workload), len(columns.index)
+
+
+def _columns(fields: dict[str, list[Any]]) -> _Columns | None:
+    """The fields as arrays, or None when one holds what the detailed path would not take as
+    this one takes it."""
     try:
-        index = np.fromiter(map(attrgetter("index"), events), np.int64, n)
-        time = np.fromiter(map(attrgetter("time"), events), np.int64, n)
+        index = np.fromiter(fields["index"], np.int64, len(fields["index"]))
+        time = np.fromiter(fields["time"], np.int64, len(index))
     except OverflowError:
         return None
     ordered = np.sort(index)
     if (ordered[1:] == ordered[:-1]).any():
         return None
-    processes, process = _codes(list(map(attrgetter("process"), events)))
+    processes, process = _codes(fields["process"])
     if any(isinstance(p, int) and p not in INT64 for p in processes):
         return None
     # a process is its text: 5 and "5" are one, as they are to Spark
     names = list(dict.fromkeys(map(str, processes)))
     process = np.array([names.index(str(p)) for p in processes], np.int64)[process]
-    types = list(map(attrgetter("type"), events))
-    if not set(types) <= _TYPE_CODES.keys():
+    if not set(fields["type"]) <= _TYPE_CODES.keys():
         return None
-    kind = np.fromiter(map(_TYPE_CODES.__getitem__, types), np.int8, n)
-    fs, f = _codes(list(map(attrgetter("f"), events)))
-    values = _values(list(map(attrgetter("value"), events)))
+    kind = np.fromiter(map(_TYPE_CODES.__getitem__, fields["type"]), np.int8, len(index))
+    fs, f = _codes(fields["f"])
+    values = _values(fields.pop("value"))
     if values is None:
         return None
+    texts = {name: pa.array(fields[name], pa.string()) for name in ("node", "error", "workload")}
+    return _Columns(index, time, process, names, kind, f, fs, values, **texts)
 
-    # Each process's events in index order: an invocation's completion is the next one.
-    order = np.lexsort((index, process))
-    p, k, ff = process[order], kind[order], f[order]
+
+def _pairs(c: _Columns) -> _Pairs | None:
+    """Each invocation with the next event of its process, its completion, and each lone
+    nemesis completion; None when a client event breaks the alternation."""
+    n = len(c.index)
+    order = np.lexsort((c.index, c.process))  # each process's events in index order
+    p, k, f = c.process[order], c.kind[order], c.f[order]
     same = p[1:] == p[:-1]
     invoke = k == _INVOKE
     follows_invoke = np.concatenate([[False], same & invoke[:-1]])
-    nemesis = p == names.index(NEMESIS) if NEMESIS in names else np.zeros(n, bool)
-    other_f = np.concatenate([[False], ff[1:] != ff[:-1]])
+    nemesis = p == c.names.index(NEMESIS) if NEMESIS in c.names else np.zeros(n, bool)
+    other_f = np.concatenate([[False], f[1:] != f[:-1]])
     # invoked while pending, completing nothing, or completing another f
-    problem = ~nemesis & ((invoke == follows_invoke) | (~invoke & other_f))
-    if problem.any():
+    if (~nemesis & ((invoke == follows_invoke) | (~invoke & other_f))).any():
         return None
     keep = np.flatnonzero(invoke | (nemesis & ~follows_invoke))
-    keep = keep[np.argsort(index[order[keep]], kind="stable")]
+    keep = keep[np.argsort(c.index[order[keep]], kind="stable")]
     completed = np.concatenate([same & ~invoke[1:], [False]])
     # an invocation completes with the next event, a lone nemesis completion with itself
     done_at = np.where(invoke[keep], keep + 1, keep)
-    has_done = np.where(invoke[keep], completed[keep], True)
-    invoked = order[keep]
-    completion = order[np.minimum(done_at, n - 1)]
-    at = pa.array(invoked)
-    done = pa.array(completion, mask=~has_done)
+    return _Pairs(
+        order[keep],
+        order[np.minimum(done_at, n - 1)],
+        np.where(invoke[keep], completed[keep], True),
+        ~nemesis[keep],
+    )
 
-    node = pa.array(list(map(attrgetter("node"), events)), pa.string())
-    error = pa.array(list(map(attrgetter("error"), events)), pa.string())
-    tags = pa.array(list(map(attrgetter("workload"), events)), pa.string())
-    tagged = pc.coalesce(tags.take(at), tags.take(done))
+
+def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
+    """The operations table (OP_COLUMNS of checkers/history_table.py)."""
+    at = pa.array(pairs.invoked)
+    done = pa.array(pairs.completion, mask=~pairs.has_done)
+    tagged = pc.coalesce(c.workload.take(at), c.workload.take(done))
     if workload is not None:
-        tagged = pc.if_else(pa.array(~nemesis[keep]), pc.coalesce(tagged, workload), None)
-    index_, time_ = pa.array(index), pa.array(time)
-    complete_time = time_.take(done)
-    table = pa.table(
+        tagged = pc.if_else(pa.array(pairs.client), pc.coalesce(tagged, workload), None)
+    index, time = pa.array(c.index), pa.array(c.time)
+    complete_time = time.take(done)
+    outcome = pa.array(np.where(pairs.has_done, pairs.completion, pairs.invoked))
+    return pa.table(
         {
-            "process": pa.array(names).take(pa.array(process).take(at)),
+            "process": pa.array(c.names).take(pa.array(c.process).take(at)),
             "workload": tagged,
-            "f": pa.array(fs, pa.string()).take(pa.array(f).take(at)),
-            "node": pc.coalesce(node.take(done), node.take(at)),
-            "type": pc.coalesce(pa.array(EVENT_TYPES).take(pa.array(kind).take(done)), "info"),
-            "invoke_index": index_.take(at),
-            "invoke_time": time_.take(at),
-            "complete_index": index_.take(done),
+            "f": pa.array(c.fs, pa.string()).take(pa.array(c.f).take(at)),
+            "node": pc.coalesce(c.node.take(done), c.node.take(at)),
+            "type": pc.coalesce(pa.array(EVENT_TYPES).take(pa.array(c.kind).take(done)), "info"),
+            "invoke_index": index.take(at),
+            "invoke_time": time.take(at),
+            "complete_index": index.take(done),
             "complete_time": complete_time,
-            "invoke_value": values.take(at),
-            "value": values.take(pa.array(np.where(has_done, completion, invoked))),
-            "error": error.take(done),
-            "latency_ns": pc.subtract(complete_time, time_.take(at)),
+            "invoke_value": c.values.take(at),
+            "value": c.values.take(outcome),
+            "error": c.error.take(done),
+            "latency_ns": pc.subtract(complete_time, time.take(at)),
         }
     )
-    return table, n
 
 
 def _decode(path: Path, end: int) -> list[_Event] | None:
