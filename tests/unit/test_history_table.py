@@ -351,9 +351,13 @@ def test_the_one_pass_table_is_the_detailed_one(
 
 
 def test_the_one_pass_skips_a_line_cut_off_by_a_crash(
-    spark: SparkSession, write_history: WriteHistory, tmp_path: Path
+    spark: SparkSession,
+    write_history: WriteHistory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     path = write_history([*ODD_BUT_VALID, '{"index": 99, "time": 5, "process": 1, "ty'], end="")
+    refuse_the_detailed_path(monkeypatch)
     events, notes, rows = stored(spark, path, tmp_path / "ops.parquet")
     assert (events, notes, len(rows)) == (len(ODD_BUT_VALID), [PARTIAL_LINE_NOTE], 5)
 
