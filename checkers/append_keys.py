@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -73,13 +74,17 @@ def key_pass(ops: DataFrame) -> KeyPass:
         return _last[0][1]
     txn_ops = ops.filter((F.col("process") != NEMESIS) & (F.col("f") == "txn"))
     rows = _micro_operations(txn_ops)
-    # One job from the table to the driver: the edges and the cases come back together.
-    out = (
-        rows.repartition("key")
-        .sortWithinPartitions("key", "txn", "pos")
-        .mapInArrow(_analyse, OUT_SCHEMA)
-        .toArrow()
-    )
+    # The driver builds the transactions' metadata while the pass runs (it would wait idle).
+    with ThreadPoolExecutor(1, thread_name_prefix="txn-meta") as pool:
+        meta = pool.submit(_meta, txn_ops)
+        # One job from the table to the driver: the edges and the cases come back together.
+        out = (
+            rows.repartition("key")
+            .sortWithinPartitions("key", "txn", "pos")
+            .mapInArrow(_analyse, OUT_SCHEMA)
+            .toArrow()
+        )
+        txns = meta.result()
     found = pc.is_valid(out.column("case"))
     table = out.filter(pc.invert(found))
     edges = Edges()
@@ -97,7 +102,7 @@ def key_pass(ops: DataFrame) -> KeyPass:
         strict=True,
     ):
         cases[checker].append(json.loads(case))
-    result = KeyPass(_meta(txn_ops), edges, edge_keys, cases, rows)
+    result = KeyPass(txns, edges, edge_keys, cases, rows)
     _last[:] = [(ops, result)]
     return result
 

@@ -21,6 +21,7 @@ from checkers.append_keys import _analyse, key_pass
 from checkers.listappend import check
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.history import Txn, write_history
+from harness.errors import BadInput
 from tests.unit.test_listappend import CASES, A, R, txn
 from tests.unit.test_split_brain import txn as node_txn
 
@@ -151,3 +152,16 @@ def test_a_key_split_across_arrow_batches_is_analysed_whole(via_spark: Any) -> N
     for size in (1, 7, 64):
         batches = rows.to_batches(max_chunksize=size)
         assert analysed([empty, *batches[:3], empty, *batches[3:]]) == whole
+
+
+def test_a_txn_of_a_process_that_is_no_number_is_bad_input(
+    tmp_path: Path, ops_of: Callable[[Path], DataFrame]
+) -> None:
+    """The transactions' metadata is built beside the pass: its complaint still reaches the user."""
+    path = tmp_path / "history.jsonl"
+    path.write_text(
+        '{"index":0,"time":1,"process":"w1","type":"invoke","f":"txn","value":[["append",1,1]]}\n'
+        '{"index":1,"time":2,"process":"w1","type":"ok","f":"txn","value":[["append",1,1]]}\n'
+    )
+    with pytest.raises(BadInput, match="a txn operation's process is not a number"):
+        append_checker.check(ops_of(path))
