@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 
 from checkers import append as append_checker
 from checkers import split_brain as split_brain_checker
-from checkers.append_keys import _analyse, key_pass
+from checkers.append_keys import _analyse, _keys, _micro_operations, key_pass
 from checkers.listappend import check
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.history import Txn, write_history
@@ -165,3 +165,26 @@ def test_a_txn_of_a_process_that_is_no_number_is_bad_input(
     )
     with pytest.raises(BadInput, match="a txn operation's process is not a number"):
         append_checker.check(ops_of(path))
+
+
+def test_the_worker_reads_each_argument_as_the_history_wrote_it(
+    tmp_path: Path, ops_of: Callable[[Path], DataFrame]
+) -> None:
+    """A read's list becomes a tuple and anything else it holds nothing; an appended list is
+    hashable all the way down; a number beyond a double comes as Spark's text for it."""
+    value = (
+        '[["append","k",[1,[2]]],["r","k",5],["r","k",null],["r","k",[[1],"a"]],'
+        '["append",2,"s"],["append",2,1e400],["r",2,[]],["append",3,null]]'
+    )
+    path = tmp_path / "history.jsonl"
+    path.write_text(
+        f'{{"index":0,"time":1,"process":0,"type":"invoke","f":"txn","value":{value}}}\n'
+        f'{{"index":1,"time":2,"process":0,"type":"ok","f":"txn","value":{value}}}\n'
+    )
+    rows = _micro_operations(ops_of(path)).sort("key", "txn", "pos").toArrow()
+    ops = {k: [op for a in accesses for op in a.ops] for k, accesses in _keys(rows.to_batches())}
+    assert ops == {
+        "k": [(0, "append", (1, (2,))), (1, "r", None), (2, "r", None), (3, "r", ([1], "a"))],
+        2: [(4, "append", "s"), (5, "append", "Infinity"), (6, "r", ())],
+        3: [(7, "append", None)],
+    }
