@@ -139,10 +139,13 @@ def analyze(key: Any, accesses: list[Access], explain: bool = False) -> KeyResul
     cases += _duplicates(k, versions.reads, versions)
     cases += _incompatible(k, versions.reads, versions)
     cases += _aborted(k, ok_reads, versions)
-    cases += _intermediate(k, accesses, ok_reads)
-    cases += _internal(k, oks)
-    cases += _future(k, oks)
-    cases += _lost_updates(k, oks)
+    # a transaction's own order matters only where it touched the key more than once
+    several = [a for a in accesses if len(a.ops) > 1]
+    several_oks = [a for a in several if a.type == "ok"]
+    cases += _intermediate(k, several, ok_reads)
+    cases += _internal(k, several_oks)
+    cases += _future(k, several_oks)
+    cases += _lost_updates(k, several_oks)
     cases += _dirty(k, versions)
     cases += _lost_appends(k, accesses, oks, versions)
     return result
@@ -251,13 +254,11 @@ def _aborted(k: Any, ok_reads: Reads, versions: Versions) -> list[dict[str, Any]
     return cases
 
 
-def _intermediate(k: Any, accesses: list[Access], ok_reads: Reads) -> list[dict[str, Any]]:
+def _intermediate(k: Any, several: list[Access], ok_reads: Reads) -> list[dict[str, Any]]:
     """G1b: an ok read ends at an element its writer overwrote with a later append to the key in
-    the same transaction."""
+    the same transaction (`several`: the accesses with more than one micro-operation)."""
     intermediate: dict[Any, Access] = {}
-    for t in accesses:
-        if len(t.ops) < 2:
-            continue
+    for t in several:
         appended = [v for _, f, v in t.ops if f == "append"]
         for v in appended[:-1]:
             intermediate[v] = t
@@ -275,12 +276,10 @@ def _intermediate(k: Any, accesses: list[Access], ok_reads: Reads) -> list[dict[
     return cases
 
 
-def _internal(k: Any, oks: list[Access]) -> list[dict[str, Any]]:
+def _internal(k: Any, several_oks: list[Access]) -> list[dict[str, Any]]:
     """A transaction's read disagrees with its own earlier reads and appends of the key."""
     cases = []
-    for t in oks:
-        if len(t.ops) < 2:
-            continue
+    for t in several_oks:
         known, vals, started = False, (), False  # known: vals is the whole list, not a suffix
         for pos, f, v in t.ops:
             if f == "append":
@@ -300,12 +299,10 @@ def _internal(k: Any, oks: list[Access]) -> list[dict[str, Any]]:
     return cases
 
 
-def _future(k: Any, oks: list[Access]) -> list[dict[str, Any]]:
+def _future(k: Any, several_oks: list[Access]) -> list[dict[str, Any]]:
     """A transaction read an element that it appended only later."""
     cases = []
-    for t in oks:
-        if len(t.ops) < 2:
-            continue
+    for t in several_oks:
         seen: set[Any] = set()
         for pos, f, v in t.ops:
             if f == "r" and v:
@@ -317,12 +314,10 @@ def _future(k: Any, oks: list[Access]) -> list[dict[str, Any]]:
     return cases
 
 
-def _lost_updates(k: Any, oks: list[Access]) -> list[dict[str, Any]]:
+def _lost_updates(k: Any, several_oks: list[Access]) -> list[dict[str, Any]]:
     """Two ok transactions read the same state of the key and both appended to it."""
     by_state: dict[Any, list[Access]] = defaultdict(list)
-    for t in oks:
-        if len(t.ops) < 2:
-            continue
+    for t in several_oks:
         fs = [f for _, f, _ in t.ops]
         if "r" in fs and "append" in fs[fs.index("r") :]:
             first = next(v for _, f, v in t.ops if f == "r")
