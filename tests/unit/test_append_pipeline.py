@@ -171,7 +171,8 @@ def test_the_worker_reads_each_argument_as_the_history_wrote_it(
     tmp_path: Path, ops_of: Callable[[Path], DataFrame]
 ) -> None:
     """A read's list becomes a tuple and anything else it holds nothing; an appended list is
-    hashable all the way down; a number beyond a double comes as Spark's text for it."""
+    hashable all the way down; a number beyond a double comes as Spark's text for it. Each
+    access keeps its transaction's outcome, node and error, absent ones as None."""
     value = (
         '[["append","k",[1,[2]]],["r","k",5],["r","k",null],["r","k",[[1],"a"]],'
         '["append",2,"s"],["append",2,1e400],["r",2,[]],["append",3,null]]'
@@ -180,11 +181,19 @@ def test_the_worker_reads_each_argument_as_the_history_wrote_it(
     path.write_text(
         f'{{"index":0,"time":1,"process":0,"type":"invoke","f":"txn","value":{value}}}\n'
         f'{{"index":1,"time":2,"process":0,"type":"ok","f":"txn","value":{value}}}\n'
+        '{"index":2,"time":3,"process":1,"type":"invoke","f":"txn","value":[["append",3,9]]}\n'
+        '{"index":3,"time":4,"process":1,"type":"fail","f":"txn","value":[["append",3,9]],'
+        '"node":"n1","error":"rolled back"}\n'
     )
     rows = _micro_operations(ops_of(path)).sort("key", "txn", "pos").toArrow()
-    ops = {k: [op for a in accesses for op in a.ops] for k, accesses in _keys(rows.to_batches())}
+    accesses = dict(_keys(rows.to_batches()))
+    assert [(a.txn, a.type, a.start, a.end, a.node, a.error) for a in accesses[3]] == [
+        (0, "ok", 1, 2, None, None),
+        (2, "fail", 3, 4, "n1", "rolled back"),
+    ]
+    ops = {k: [op for a in accesses for op in a.ops] for k, accesses in accesses.items()}
     assert ops == {
         "k": [(0, "append", (1, (2,))), (1, "r", None), (2, "r", None), (3, "r", ([1], "a"))],
         2: [(4, "append", "s"), (5, "append", "Infinity"), (6, "r", ())],
-        3: [(7, "append", None)],
+        3: [(7, "append", None), (0, "append", 9)],
     }
