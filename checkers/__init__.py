@@ -3,12 +3,18 @@
 This module is the registry: which checkers judge each workload's operations, and the checker
 functions. Every checker is `check(ops, **params) -> dict` over the operations table, with at
 least `valid`, `anomaly_types` and `anomalies`. `stats` runs on every history, over all workloads.
+A workload may have a table the store builds beside the operations table when the driver reads
+the history itself: `store(its operations as Arrow, path) -> bool` (False: not built); those of
+its checkers that take a parameter OWN_TABLE get it then, read by Spark.
 """
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from checkers import append, bank, sets, split_brain, stats
+import pyarrow as pa
+
+from checkers import append, append_micro_ops, bank, sets, split_brain, stats
 
 Checker = Callable[..., dict[str, Any]]
 
@@ -27,3 +33,8 @@ CHECKERS: dict[str, Checker] = {
 }
 
 ALWAYS = "stats"
+
+OWN_TABLE = "by_key"
+WORKLOAD_TABLES: dict[str, Callable[[pa.Table, Path], bool]] = {
+    "append": append_micro_ops.store_by_key,
+}

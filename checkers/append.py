@@ -23,11 +23,13 @@ def check(
     model: str = DEFAULT_MODEL,
     budget: float = DEFAULT_BUDGET,
     mode: str | None = None,
+    by_key: DataFrame | None = None,
 ) -> dict[str, Any]:
     """Check every client transaction of the append workload against `model` (and, in mode
-    "confirm-rollback", that mode's contract)."""
+    "confirm-rollback", that mode's contract). `by_key`: their micro-operations as the store
+    wrote them, when it did (checkers/append_micro_ops.py)."""
     try:
-        passed = key_pass(ops)
+        passed = key_pass(ops, by_key)
         # the judge adds process or realtime edges: to a copy, the pass is shared
         edges = Edges(array("q", passed.edges.src), array("q", passed.edges.dst))
         edges.kind = array("b", passed.edges.kind)

@@ -1,19 +1,21 @@
 """The append workload's per-key pass as a Spark job: list-append dependency inference and the
 split-brain signs, for every key in parallel.
 
-Spark explodes each client transaction into one row per micro-operation with its key (as JSON
-text), partitions and sorts the rows by key, and runs the per-key analyses in its Python workers
-(`mapInArrow`): checkers/listappend/keys.py (version order, ww/wr/rw edges, anomalies without a
-cycle) and checkers/listappend/split_brain.py, the same functions the in-process checkers run. The
-driver gets integer edge arrays and the cases as JSON, in one job, and does the graph work. The
-few keys whose edges a report explains are exploded and analysed again, keeping the edges'
-reasons.
+Each client transaction is one row per micro-operation with its key (as JSON text): rows the
+store wrote grouped by key when it could (checkers/append_micro_ops.py), else rows Spark
+explodes and then partitions and sorts by key. Spark runs the per-key analyses in its Python
+workers (`mapInArrow`): checkers/listappend/keys.py (version order, ww/wr/rw edges, anomalies
+without a cycle) and checkers/listappend/split_brain.py, the same functions the in-process
+checkers run. The driver gets integer edge arrays and the cases as JSON, in one job, and does the
+graph work. The few keys whose edges a report explains are read again and analysed again,
+keeping the edges' reasons.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,9 +28,12 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from checkers.append_micro_ops import COLUMNS, explode
+from checkers.json_texts import joined_array
 from checkers.listappend import Edge, explained
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.graph import Edges
+from checkers.listappend.history import hashable
 from checkers.listappend.keys import Access, analyze, paused_gc
 from harness.errors import BadInput
 from harness.history import NEMESIS
@@ -38,7 +43,6 @@ APPEND, SPLIT_BRAIN = "append", "split-brain"
 # rows of single edges (millions) cost the JVM more than the analysis that makes them.
 OUT_SCHEMA = "key string, src binary, dst binary, kind binary, checker string, case string"
 _BATCH = 1_024  # output rows (keys' edges, cases) per Arrow batch
-_ROW = ("key", "txn", "pos", "type", "start", "end", "node", "error", "f", "arg")
 
 
 class TxnMeta(NamedTuple):
@@ -69,23 +73,24 @@ class KeyPass:
         return explained(dict(_keys(table.to_batches())))
 
 
-def key_pass(ops: DataFrame) -> KeyPass:
+def key_pass(ops: DataFrame, by_key: DataFrame | None = None) -> KeyPass:
     """The per-key pass over the client `txn` operations of `ops`, run once per table: the
-    append and split-brain checkers read the same one."""
-    if _last and _last[0][0] is ops:
-        return _last[0][1]
+    append and split-brain checkers read the same one. `by_key`: those operations' rows as the
+    store wrote them (checkers/append_micro_ops.py), each key within one partition, when it did."""
+    if _last and _last[0][0] is ops and _last[0][1] is by_key:
+        return _last[0][2]
     txn_ops = ops.filter((F.col("process") != NEMESIS) & (F.col("f") == "txn"))
-    rows = _micro_operations(txn_ops)
+    rows = explode(txn_ops) if by_key is None else by_key
     # The driver builds the transactions' metadata while the pass runs (it would wait idle).
+    passed = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="txn-meta") as pool:
-        meta = pool.submit(_meta, txn_ops)
-        # One job from the table to the driver: the edges and the cases come back together.
-        out = (
-            rows.repartition("key")
-            .sortWithinPartitions("key", "txn", "pos")
-            .mapInArrow(_analyse, OUT_SCHEMA)
-            .toArrow()
-        )
+        meta = pool.submit(_meta, txn_ops, passed)
+        try:
+            out = None if by_key is None else _analysed(by_key)
+            if out is None or not _each_key_once(out):  # (a key across partitions: shuffled)
+                out = _analysed(rows.repartition("key").sortWithinPartitions("key", "txn", "pos"))
+        finally:
+            passed.set()
         txns = meta.result()
     found = pc.is_valid(out.column("case"))
     table = out.filter(pc.invert(found))
@@ -105,50 +110,32 @@ def key_pass(ops: DataFrame) -> KeyPass:
     ):
         cases[checker].append(json.loads(case))
     result = KeyPass(txns, edges, edge_keys, cases, rows)
-    _last[:] = [(ops, result)]
+    _last[:] = [(ops, by_key, result)]
     return result
 
 
-_last: list[tuple[DataFrame, KeyPass]] = []
+def _analysed(rows: DataFrame) -> pa.Table:
+    """The workers' output for rows that come to each partition grouped by key, in one job
+    from the table to the driver: the edges and the cases come back together."""
+    return rows.mapInArrow(_analyse, OUT_SCHEMA).toArrow()
 
 
-def _micro_operations(txn_ops: DataFrame) -> DataFrame:
-    """One row per well-formed micro-operation (["append", k, v] or ["r", k, values]), as a plan:
-    the pass reads it on its way to the shuffle, and the explanations read it again for their
-    few keys (keeping it would cost the pass more than that second read costs the rare history
-    with a cycle)."""
-    mops = F.expr("try_cast(parse_json(value) as array<variant>)")
-    exploded = txn_ops.select(
-        F.col("invoke_index").alias("txn"),
-        "type",
-        F.col("invoke_time").alias("start"),
-        F.col("complete_time").alias("end"),
-        "node",
-        "error",
-        F.posexplode(mops).alias("pos", "m"),
-    )
-    return (
-        exploded.select(
-            F.expr("to_json(variant_get(m, '$[1]'))").alias("key"),
-            "txn",
-            "pos",
-            "type",
-            "start",
-            "end",
-            "node",
-            "error",
-            F.expr("variant_get(m, '$[0]', 'string')").alias("f"),
-            F.expr("variant_get(m, '$[2]')").alias("v"),
-            F.expr("size(try_cast(m as array<variant>))").alias("n"),
-        )
-        .filter(F.col("f").isin("append", "r") & (F.col("n") == 3) & F.col("key").isNotNull())
-        .select(*_ROW[:-1], F.to_json("v").alias("arg"))
-    )
+def _each_key_once(out: pa.Table) -> bool:
+    """Whether every key was analysed whole: in one partition, so in one row of edges."""
+    keys = out.filter(pc.is_null(out.column("case"))).column("key")
+    return pc.count_distinct(keys).as_py() == len(keys)
 
 
-def _meta(txn_ops: DataFrame) -> list[TxnMeta]:
+_last: list[tuple[DataFrame, DataFrame | None, KeyPass]] = []
+
+
+def _meta(txn_ops: DataFrame, passed: threading.Event) -> list[TxnMeta]:
     """Every transaction's TxnMeta in invocation order (sorted here: a sort in Spark would be
-    two more jobs for what the driver collects anyway)."""
+    two more jobs for what the driver collects anyway). Its job waits until the pass's has
+    begun (or `passed`), so that Spark runs it in the pass's tail, not the pass after it."""
+    tracker = txn_ops.sparkSession.sparkContext.statusTracker()
+    while not tracker.getActiveJobsIds() and not passed.wait(0.01):
+        pass
     columns = ("invoke_index", "complete_index", "process", "type")
     table = txn_ops.select(*columns).toArrow().sort_by("invoke_index")
     complete = pc.coalesce(table.column("complete_index"), table.column("invoke_index"))
@@ -176,14 +163,14 @@ def _analyse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for key_json, accesses in _streamed_keys(batches):
             key = _key(key_json)
             result = analyze(key, accesses)
-            if result.edges:
-                ends = np.array(result.edges, dtype=np.int64)
-                out["key"].append(key_json)
-                out["src"].append(ends[:, 0].tobytes())
-                out["dst"].append(ends[:, 1].tobytes())
-                out["kind"].append(ends[:, 2].astype(np.int8).tobytes())
-                out["checker"].append(None)
-                out["case"].append(None)
+            # a row for every key, with or without edges: the driver counts the keys
+            ends = np.array(result.edges, dtype=np.int64).reshape(-1, 3)
+            out["key"].append(key_json)
+            out["src"].append(ends[:, 0].tobytes())
+            out["dst"].append(ends[:, 1].tobytes())
+            out["kind"].append(ends[:, 2].astype(np.int8).tobytes())
+            out["checker"].append(None)
+            out["case"].append(None)
             for checker, cases in (
                 (APPEND, result.cases),
                 (SPLIT_BRAIN, split_brain_keys.analyze(key, accesses)),
@@ -243,13 +230,13 @@ def _keys(
         return
     table = pa.Table.from_batches(batches).combine_chunks()
     n = table.num_rows
-    column = {name: table.column(name).chunk(0) for name in _ROW}
+    column = {name: table.column(name).chunk(0) for name in COLUMNS}
     key, txn = column["key"], column["txn"].to_numpy()
     new_key = np.ones(n, dtype=bool)
     new_key[1:] = pc.fill_null(pc.not_equal(key[1:], key[:-1]), True).to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(new_key | np.concatenate([[True], txn[1:] != txn[:-1]]))
     heads = pa.array(starts)
-    first = [_pylist(column[name].take(heads)) for name in _ROW[1:8] if name != "pos"]
+    first = [_pylist(column[name].take(heads)) for name in COLUMNS[1:8] if name != "pos"]
     ops = list(zip(_pylist(column["pos"]), _pylist(column["f"]), _values(column), strict=True))
     bounds = starts.tolist()
     grouped = map(tuple, map(ops.__getitem__, map(slice, bounds, [*bounds[1:], n])))
@@ -277,7 +264,7 @@ def _pylist(values: pa.Array) -> list[Any]:
 
 def _values(column: dict[str, pa.Array]) -> list[Any]:
     """Each row's argument from its JSON text: a read's list as a tuple (None when it is no
-    list), an appended element made hashable. The texts are joined into one JSON array, which
+    list), elements made hashable. The texts are joined into one JSON array, which
     msgspec reads in one call, lists as tuples (and Spark makes the texts faster than it would
     typed columns)."""
     reads = pc.equal(column["f"], "r")
@@ -285,14 +272,14 @@ def _values(column: dict[str, pa.Array]) -> list[Any]:
     listed = pc.starts_with(texts, "[")
     # a read of something else than a list read nothing
     texts = pc.if_else(pc.and_(reads, pc.invert(listed)), "null", texts)
-    joined = pc.binary_join_element_wise(texts, "", ",").cast(pa.large_string())
-    _, offsets, data = joined.buffers()
-    bounds = np.frombuffer(offsets, np.int64)[joined.offset :][[0, len(joined)]]
-    text = b"".join((b"[", memoryview(data)[bounds[0] : bounds[1] - 1], b"]"))
-    values = _ARGS.decode(text)  # Spark's texts: numbers a double holds, "Infinity" a string
-    # an appended list is a tuple of tuples, all the way down
-    for i in np.flatnonzero(pc.and_(listed, pc.invert(reads)).to_numpy(zero_copy_only=False)):
-        values[i] = _hashable(list(values[i]))
+    # Spark's texts: numbers a double holds, "Infinity" a string
+    values = _ARGS.decode(joined_array(texts))
+    # a list in a list (appended, or read) becomes a tuple too, all the way down; an object a
+    # JsonObject
+    nested = pc.or_(pc.greater(pc.count_substring(texts, "["), 1), pc.match_substring(texts, "{"))
+    nested = nested.to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(nested):
+        values[i] = hashable(values[i])
     return values
 
 
@@ -300,8 +287,4 @@ _ARGS = msgspec.json.Decoder(list[tuple | int | float | str | bool | dict | None
 
 
 def _key(text: str | None) -> Any:
-    return _hashable(json.loads(text)) if text is not None else None
-
-
-def _hashable(value: Any) -> Any:
-    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+    return hashable(json.loads(text)) if text is not None else None

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from checkers.json_texts import raw_texts
 from harness.history import EVENT_TYPES, INT64, NEMESIS
 
 _NULL = msgspec.Raw(b"null")
@@ -222,11 +223,4 @@ def _values(raws: list[msgspec.Raw]) -> pa.Array | None:
     respelled = _RESPELLED + (_DECIMAL if b"." in listed else ())
     if any(text in numbers for text in respelled):
         return None
-    bounds = np.ones(len(raws) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws)) + 1, out=bounds[1:])
-    bounds[1:] += 1
-    # each text with the "," or "]" after it, then without
-    texts = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(raws), [None, pa.py_buffer(bounds), pa.py_buffer(listed)]
-    )
-    return pc.binary_slice(texts, 0, -1).cast(pa.large_string())
+    return raw_texts(raws, listed)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -61,6 +62,7 @@ def store_operations(
     path: Path,
     table: Path,
     workload: str | None = None,
+    also: Callable[[pa.Table], None] | None = None,
 ) -> tuple[int, list[str]]:
     """Write the history's operations table at `table` (Parquet, replacing it): (events, notes).
 
@@ -71,7 +73,9 @@ def store_operations(
     anything that pass does not vouch for (a malformed or unusual line, a broken alternation, a
     shared index) sends the history down the detailed path, which finds it and says what it is
     or, when it is only unusual, builds the table itself. Nothing is left behind when the history
-    is bad: the table is written beside its place and renamed into it.
+    is bad: the table is written beside its place and renamed into it. `also` gets the table as
+    Arrow when the driver's pass built it, before it is written (to build more tables from it
+    while it is at hand: in a thread, while this one writes).
     """
     if not path.is_file():
         raise BadInput(f"history file {path} does not exist")
@@ -79,7 +83,7 @@ def store_operations(
     table.parent.mkdir(parents=True, exist_ok=True)
     draft = table.with_name(f".{table.name}.{uuid.uuid4().hex}")
     try:
-        stored = _store_fast(spark, path, draft, workload)
+        stored = _store_fast(spark, path, draft, workload, also)
         if stored is None:
             loaded, notes = load_events(session_of(spark), path)
             stored = loaded.count(), notes
@@ -141,7 +145,11 @@ def operations(events: DataFrame) -> DataFrame:
 
 
 def _store_fast(
-    spark: Spark, path: Path, draft: Path, workload: str | None
+    spark: Spark,
+    path: Path,
+    draft: Path,
+    workload: str | None,
+    also: Callable[[pa.Table], None] | None,
 ) -> tuple[int, list[str]] | None:
     """The driver's one pass: (events, notes) with the table written at `draft`, or None to go
     the detailed way. A last line cut off by a crash is left out when it is no event to the
@@ -156,6 +164,8 @@ def _store_fast(
     if built is None:
         return None
     ops, events = built
+    if also is not None:
+        also(ops)
     draft.mkdir()
     rows = ROW_GROUP_BYTES * ops.num_rows // max(ops.nbytes, 1)
     pq.write_table(

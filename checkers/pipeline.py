@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import inspect
+import shutil
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers import ALWAYS, CHECKERS, WORKLOAD_CHECKERS
+from checkers import ALWAYS, CHECKERS, OWN_TABLE, WORKLOAD_CHECKERS, WORKLOAD_TABLES
 from checkers.history_table import store_operations
 from checkers.spark import Spark, session_of
 from harness.errors import BadInput, InfraError
 from harness.verdict import combine, word
 
 OPS_TABLE = "ops.parquet"
+BY_KEY_TABLE = "{workload}-by-key.parquet"  # a workload's own table (WORKLOAD_TABLES)
 
 
 def analyze(
@@ -58,20 +63,37 @@ def _analyze(
     table = out_dir / OPS_TABLE
     # a single-workload history written by hand need not tag its events
     tag = workloads[0] if len(workloads) == 1 else None
-    progress("reading the history into the operations table")
-    event_count, notes = store_operations(spark, history, table, tag)
-    # The checkers read the table as written: no copy of the operations stays in memory.
-    ops = session_of(spark).read.parquet(str(table))
+    own = {w: out_dir / BY_KEY_TABLE.format(workload=w) for w in workloads if w in WORKLOAD_TABLES}
+    for path in own.values():  # an earlier check's: this one may not build it
+        shutil.rmtree(path, ignore_errors=True)
+    # The workloads' own tables are built in a thread while the operations table is written and
+    # the stats checker runs (the driver's Python against Spark's JVM: two cores busy, not one).
+    with ThreadPoolExecutor(1, thread_name_prefix="own-tables") as pool:
+        building: dict[str, Future[bool]] = {}
 
-    results: dict[str, dict[str, Any]] = {}
-    for workload in workloads:
-        names = WORKLOAD_CHECKERS[workload]
-        mine = ops.filter(F.col("workload").isNull() | (F.col("workload") == workload))
-        for name in names:
-            progress(f"the {name} checker")
-            results[name] = _run(name, mine, params.get(name, {}))
-    progress(f"the {ALWAYS} checker")
-    results[ALWAYS] = _run(ALWAYS, ops, params.get(ALWAYS, {}))
+        def build_own(ops: pa.Table) -> None:
+            for w, path in own.items():
+                mine = ops.filter(pc.fill_null(pc.equal(ops["workload"], w), True))
+                building[w] = pool.submit(WORKLOAD_TABLES[w], mine, path)
+
+        progress("reading the history into the operations table")
+        event_count, notes = store_operations(spark, history, table, tag, build_own)
+        # The checkers read the table as written: no copy of the operations stays in memory.
+        session = session_of(spark)
+        ops = session.read.parquet(str(table))
+        progress(f"the {ALWAYS} checker")
+        stats = _run(ALWAYS, ops, params.get(ALWAYS, {}))
+
+        results: dict[str, dict[str, Any]] = {}
+        for workload in workloads:
+            # as build_own takes them: events without a workload belong to every one
+            mine = ops.filter(F.col("workload").isNull() | (F.col("workload") == workload))
+            built = workload in building and building[workload].result()
+            own_table = session.read.parquet(str(own[workload])) if built else None
+            for name in WORKLOAD_CHECKERS[workload]:
+                progress(f"the {name} checker")
+                results[name] = _run(name, mine, params.get(name, {}), own_table)
+    results[ALWAYS] = stats
 
     others = {c["workload"] for c in results[ALWAYS]["counts"]} - {None, *workloads}
     notes.extend(
@@ -88,15 +110,20 @@ def _analyze(
     }
 
 
-def _run(name: str, ops: DataFrame, params: dict[str, Any]) -> dict[str, Any]:
-    """Run one checker; parameters that do not fit its signature are the user's mistake."""
+def _run(
+    name: str, ops: DataFrame, params: dict[str, Any], own: DataFrame | None = None
+) -> dict[str, Any]:
+    """Run one checker, with its workload's `own` table when it takes one; parameters that do
+    not fit its signature are the user's mistake."""
     checker = CHECKERS[name]
+    taken = inspect.signature(checker).parameters
+    tables = {OWN_TABLE: own} if own is not None and OWN_TABLE in taken else {}
     try:
-        inspect.signature(checker).bind(ops, **params)
+        inspect.signature(checker).bind(ops, **params, **tables)
     except TypeError as e:
-        wanted = [p for p in inspect.signature(checker).parameters if p != "ops"]
+        wanted = [p for p in taken if p not in ("ops", OWN_TABLE)]
         raise BadInput(
             f"the {name} checker takes parameters {', '.join(wanted) or '(none)'}, "
             f"got {', '.join(sorted(params)) or '(none)'}: {e}"
         ) from e
-    return checker(ops, **params)
+    return checker(ops, **params, **tables)

@@ -16,9 +16,10 @@ from checkers.listappend import split_brain
 from harness.history import NEMESIS
 
 
-def check(ops: DataFrame) -> dict[str, Any]:
-    """Acknowledged writes through two nodes from divergent histories."""
-    cases = [dict(c) for c in key_pass(ops).cases[SPLIT_BRAIN]]
+def check(ops: DataFrame, by_key: DataFrame | None = None) -> dict[str, Any]:
+    """Acknowledged writes through two nodes from divergent histories (`by_key`: as for the
+    append checker)."""
+    cases = [dict(c) for c in key_pass(ops, by_key).cases[SPLIT_BRAIN]]
     return with_operations(ops, split_brain.verdict(cases, faults(ops)))
 
 

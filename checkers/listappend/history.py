@@ -49,8 +49,26 @@ def mops_of(value: Any) -> tuple[Mop, ...]:
     for mop in value:
         if isinstance(mop, list) and len(mop) == 3 and mop[0] in ("append", "r"):
             f, k, v = mop
-            out.append((f, k, tuple(v) if isinstance(v, list) else v))
+            out.append((f, hashable(k), hashable(v)))
     return tuple(out)
+
+
+def hashable(value: Any) -> Any:
+    """A JSON value with its lists (or tuples) as tuples and its objects as JsonObjects, all the
+    way down: keys and elements are compared and looked up."""
+    if isinstance(value, list | tuple):
+        return tuple(map(hashable, value))
+    if isinstance(value, dict):
+        return JsonObject((k, hashable(v)) for k, v in value.items())
+    return value
+
+
+class JsonObject(dict[str, Any]):
+    """A JSON object as a key or an element: hashable (never changed once made), and shown and
+    written as the object it is."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
 
 
 def write_history(txns: list[Txn], path: Path) -> None:

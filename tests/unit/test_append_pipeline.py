@@ -17,7 +17,8 @@ from pyspark.sql import DataFrame
 
 from checkers import append as append_checker
 from checkers import split_brain as split_brain_checker
-from checkers.append_keys import _analyse, _keys, _micro_operations, key_pass
+from checkers.append_keys import _analyse, _keys, key_pass
+from checkers.append_micro_ops import explode
 from checkers.listappend import check
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.history import Txn, write_history
@@ -185,7 +186,7 @@ def test_the_worker_reads_each_argument_as_the_history_wrote_it(
         '{"index":3,"time":4,"process":1,"type":"fail","f":"txn","value":[["append",3,9]],'
         '"node":"n1","error":"rolled back"}\n'
     )
-    rows = _micro_operations(ops_of(path)).sort("key", "txn", "pos").toArrow()
+    rows = explode(ops_of(path)).sort("key", "txn", "pos").toArrow()
     accesses = dict(_keys(rows.to_batches()))
     assert [(a.txn, a.type, a.start, a.end, a.node, a.error) for a in accesses[3]] == [
         (0, "ok", 1, 2, None, None),
@@ -193,7 +194,7 @@ def test_the_worker_reads_each_argument_as_the_history_wrote_it(
     ]
     ops = {k: [op for a in accesses for op in a.ops] for k, accesses in accesses.items()}
     assert ops == {
-        "k": [(0, "append", (1, (2,))), (1, "r", None), (2, "r", None), (3, "r", ([1], "a"))],
+        "k": [(0, "append", (1, (2,))), (1, "r", None), (2, "r", None), (3, "r", ((1,), "a"))],
         2: [(4, "append", "s"), (5, "append", "Infinity"), (6, "r", ())],
         3: [(7, "append", None), (0, "append", 9)],
     }

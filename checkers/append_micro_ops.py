@@ -1,0 +1,157 @@
+"""The append workload's micro-operations: a row for each ["append", k, v] or ["r", k, values]
+of a client transaction, the rows the per-key pass (checkers/append_keys.py) analyses.
+
+Two ways lead to the same rows. Spark explodes them from the operations table (`explode`), and
+the pass then shuffles and sorts them by key: half the JVM's work in a check. The store's one
+pass (checkers/history_fast.py) holds a well-formed history's operations in the driver, and there
+`store_by_key` writes the rows already sorted by key, no key across two Parquet row groups. Spark
+never splits a row group between partitions, so the pass hands each key whole to one worker with
+no shuffle and no sort (and checks that it did). It takes only the shapes for which both ways
+give the same rows (every micro-operation well formed, keys integers or strings, no escape, no
+object, no number of 39 digits) and leaves anything else to Spark.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import shutil
+import uuid
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from checkers.json_texts import joined_array, raw_texts
+from checkers.listappend.keys import paused_gc
+from harness.history import NEMESIS
+
+COLUMNS = ("key", "txn", "pos", "type", "start", "end", "node", "error", "f", "arg")
+# Rows per row group, about: enough groups for Spark to split the table evenly between cores.
+_GROUP_ROWS = 65_536
+
+_TXNS = msgspec.json.Decoder(list[list[tuple[Literal["append", "r"], msgspec.Raw, msgspec.Raw]]])
+# A key as the rows hold it: an integer or a string (the texts of both ways are the same).
+_PLAIN_KEY = r'^(-?[0-9]+|"[^"]*")$'
+# Texts Spark's variant may spell otherwise: an escape, an object (its members sorted), and a
+# number of 39 digits or more (a double to the variant).
+_RESPELLED = (b"\\", b"{")
+_DIGITS_AS_ONES = bytes.maketrans(b"0123456789", b"1" * 10)
+_LONG_NUMBER = b"1" * 39
+_FS = pa.array(["append", "r"])  # a row's f, by whether it reads
+
+
+def explode(txn_ops: DataFrame) -> DataFrame:
+    """The rows of these client `txn` operations, as a plan: the pass reads it on its way to the
+    shuffle, and the explanations read it again for their few keys (keeping it would cost the
+    pass more than that second read costs the rare history with a cycle). A micro-operation of
+    another shape is left out."""
+    mops = F.expr("try_cast(parse_json(value) as array<variant>)")
+    exploded = txn_ops.select(
+        F.col("invoke_index").alias("txn"),
+        "type",
+        F.col("invoke_time").alias("start"),
+        F.col("complete_time").alias("end"),
+        "node",
+        "error",
+        F.posexplode(mops).alias("pos", "m"),
+    )
+    return (
+        exploded.select(
+            F.expr("to_json(variant_get(m, '$[1]'))").alias("key"),
+            "txn",
+            "pos",
+            "type",
+            "start",
+            "end",
+            "node",
+            "error",
+            F.expr("variant_get(m, '$[0]', 'string')").alias("f"),
+            F.expr("variant_get(m, '$[2]')").alias("v"),
+            F.expr("size(try_cast(m as array<variant>))").alias("n"),
+        )
+        .filter(F.col("f").isin("append", "r") & (F.col("n") == 3) & F.col("key").isNotNull())
+        .select(*COLUMNS[:-1], F.to_json("v").alias("arg"))
+    )
+
+
+def store_by_key(ops: pa.Table, path: Path) -> bool:
+    """Write at `path` the rows of the client `txn` operations among `ops` (one workload's, as
+    history_fast builds them), sorted by key, transaction and position, no key across two row
+    groups; False (nothing written) when a transaction holds what `explode` might read otherwise."""
+    client = pc.and_(pc.equal(ops["f"], "txn"), pc.not_equal(ops["process"], NEMESIS))
+    txns = ops.filter(client).combine_chunks()
+    rows = _rows(txns)
+    if rows is None or not rows.num_rows:  # (no rows: nothing for the pass to save)
+        return False
+    draft = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    draft.mkdir(parents=True)
+    try:
+        _write(rows, draft / "part-00000.parquet")
+        shutil.rmtree(path, ignore_errors=True)
+        draft.rename(path)
+    finally:
+        shutil.rmtree(draft, ignore_errors=True)
+    return True
+
+
+def _rows(txns: pa.Table) -> pa.Table | None:
+    """The micro-operations of these transactions sorted by key, or None."""
+    text = joined_array(txns["value"].combine_chunks())
+    if any(t in text for t in _RESPELLED) or _LONG_NUMBER in text.translate(_DIGITS_AS_ONES):
+        return None
+    with paused_gc():  # millions of small objects, none of them garbage
+        try:
+            decoded = _TXNS.decode(text)
+        except msgspec.ValidationError:
+            return None
+        counts = np.fromiter(map(len, decoded), np.int64, len(decoded))
+        flat = list(itertools.chain.from_iterable(decoded))
+        del decoded
+        fs, keys, args = (list(map(operator.itemgetter(i), flat)) for i in range(3))
+        del flat
+        key_texts, arg_texts = raw_texts(keys), raw_texts(args)
+        reads = np.fromiter(map("r".__eq__, fs), np.int8, len(fs))
+    if not pc.all(pc.match_substring_regex(key_texts, _PLAIN_KEY), min_count=0).as_py():
+        return None
+    txn = np.repeat(np.arange(len(counts)), counts)
+    pos = np.arange(len(txn)) - np.repeat(np.cumsum(counts) - counts, counts)
+    key_codes = pc.dictionary_encode(key_texts).indices.to_numpy()
+    order = pa.array(np.lexsort((pos, txn, key_codes)))
+    at = pa.array(txn).take(order)
+    # the few distinct texts of these columns are taken as their codes
+    coded = {c: pc.dictionary_encode(txns[c]).take(at) for c in ("type", "node", "error")}
+    return pa.table(
+        {
+            "key": key_texts.take(order),
+            "txn": txns["invoke_index"].take(at),
+            "pos": pa.array(pos).take(order),
+            "type": coded["type"],
+            "start": txns["invoke_time"].take(at),
+            "end": txns["complete_time"].take(at),
+            "node": coded["node"],
+            "error": coded["error"],
+            "f": pa.DictionaryArray.from_arrays(reads, _FS).take(order),
+            "arg": arg_texts.take(order),
+        }
+    )
+
+
+def _write(rows: pa.Table, path: Path) -> None:
+    """The rows as Parquet, a row group about every _GROUP_ROWS rows, cut where a key begins."""
+    n = rows.num_rows
+    keys = rows["key"].combine_chunks()
+    begins = np.flatnonzero(pc.not_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)) + 1
+    after = np.searchsorted(begins, np.arange(_GROUP_ROWS, n, _GROUP_ROWS))
+    cuts = np.unique(begins[after[after < len(begins)]]).tolist()
+    with pq.ParquetWriter(
+        path, rows.schema, use_dictionary=["type", "node", "error", "f"], store_schema=False
+    ) as writer:
+        for a, b in itertools.pairwise([0, *cuts, n]):
+            writer.write_table(rows.slice(a, b - a), row_group_size=b - a)
