@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -82,15 +81,11 @@ def key_pass(ops: DataFrame, by_key: DataFrame | None = None) -> KeyPass:
     txn_ops = ops.filter((F.col("process") != NEMESIS) & (F.col("f") == "txn"))
     rows = explode(txn_ops) if by_key is None else by_key
     # The driver builds the transactions' metadata while the pass runs (it would wait idle).
-    passed = threading.Event()
     with ThreadPoolExecutor(1, thread_name_prefix="txn-meta") as pool:
-        meta = pool.submit(_meta, txn_ops, passed)
-        try:
-            out = None if by_key is None else _analysed(by_key)
-            if out is None or not _each_key_once(out):  # (a key across partitions: shuffled)
-                out = _analysed(rows.repartition("key").sortWithinPartitions("key", "txn", "pos"))
-        finally:
-            passed.set()
+        meta = pool.submit(_meta, txn_ops)
+        out = None if by_key is None else _analysed(by_key)
+        if out is None or not _each_key_once(out):  # (a key across partitions: shuffled)
+            out = _analysed(rows.repartition("key").sortWithinPartitions("key", "txn", "pos"))
         txns = meta.result()
     found = pc.is_valid(out.column("case"))
     table = out.filter(pc.invert(found))
@@ -129,13 +124,9 @@ def _each_key_once(out: pa.Table) -> bool:
 _last: list[tuple[DataFrame, DataFrame | None, KeyPass]] = []
 
 
-def _meta(txn_ops: DataFrame, passed: threading.Event) -> list[TxnMeta]:
+def _meta(txn_ops: DataFrame) -> list[TxnMeta]:
     """Every transaction's TxnMeta in invocation order (sorted here: a sort in Spark would be
-    two more jobs for what the driver collects anyway). Its job waits until the pass's has
-    begun (or `passed`), so that Spark runs it in the pass's tail, not the pass after it."""
-    tracker = txn_ops.sparkSession.sparkContext.statusTracker()
-    while not tracker.getActiveJobsIds() and not passed.wait(0.01):
-        pass
+    two more jobs for what the driver collects anyway)."""
     columns = ("invoke_index", "complete_index", "process", "type")
     table = txn_ops.select(*columns).toArrow().sort_by("invoke_index")
     complete = pc.coalesce(table.column("complete_index"), table.column("invoke_index"))
