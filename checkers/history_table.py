@@ -74,8 +74,7 @@ def store_operations(
     shared index) sends the history down the detailed path, which finds it and says what it is
     or, when it is only unusual, builds the table itself. Nothing is left behind when the history
     is bad: the table is written beside its place and renamed into it. `also` gets the table as
-    Arrow when the driver's pass built it, before it is written (to build more tables from it
-    while it is at hand: in a thread, while this one writes).
+    Arrow when the driver's pass built it (to build more tables from it while it is at hand).
     """
     if not path.is_file():
         raise BadInput(f"history file {path} does not exist")

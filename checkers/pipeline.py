@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import shutil
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -66,34 +65,31 @@ def _analyze(
     own = {w: out_dir / BY_KEY_TABLE.format(workload=w) for w in workloads if w in WORKLOAD_TABLES}
     for path in own.values():  # an earlier check's: this one may not build it
         shutil.rmtree(path, ignore_errors=True)
-    # The workloads' own tables are built in a thread while the operations table is written and
-    # the stats checker runs (the driver's Python against Spark's JVM: two cores busy, not one).
-    with ThreadPoolExecutor(1, thread_name_prefix="own-tables") as pool:
-        building: dict[str, Future[bool]] = {}
 
-        def build_own(ops: pa.Table) -> None:
-            for w, path in own.items():
-                mine = ops.filter(pc.fill_null(pc.equal(ops["workload"], w), True))
-                building[w] = pool.submit(WORKLOAD_TABLES[w], mine, path)
+    built: set[str] = set()
 
-        progress("reading the history into the operations table")
-        event_count, notes = store_operations(spark, history, table, tag, build_own)
-        # The checkers read the table as written: no copy of the operations stays in memory.
-        session = session_of(spark)
-        ops = session.read.parquet(str(table))
-        progress(f"the {ALWAYS} checker")
-        stats = _run(ALWAYS, ops, params.get(ALWAYS, {}))
+    def build_own(ops: pa.Table) -> None:
+        for w, path in own.items():
+            mine = ops.filter(pc.fill_null(pc.equal(ops["workload"], w), True))
+            if WORKLOAD_TABLES[w](mine, path):
+                built.add(w)
 
-        results: dict[str, dict[str, Any]] = {}
-        for workload in workloads:
-            # as build_own takes them: events without a workload belong to every one
-            mine = ops.filter(F.col("workload").isNull() | (F.col("workload") == workload))
-            built = workload in building and building[workload].result()
-            own_table = session.read.parquet(str(own[workload])) if built else None
-            for name in WORKLOAD_CHECKERS[workload]:
-                progress(f"the {name} checker")
-                results[name] = _run(name, mine, params.get(name, {}), own_table)
-    results[ALWAYS] = stats
+    progress("reading the history into the operations table")
+    event_count, notes = store_operations(spark, history, table, tag, build_own)
+    # The checkers read the table as written: no copy of the operations stays in memory.
+    session = session_of(spark)
+    ops = session.read.parquet(str(table))
+
+    results: dict[str, dict[str, Any]] = {}
+    for workload in workloads:
+        # as build_own takes them: events without a workload belong to every one
+        mine = ops.filter(F.col("workload").isNull() | (F.col("workload") == workload))
+        own_table = session.read.parquet(str(own[workload])) if workload in built else None
+        for name in WORKLOAD_CHECKERS[workload]:
+            progress(f"the {name} checker")
+            results[name] = _run(name, mine, params.get(name, {}), own_table)
+    progress(f"the {ALWAYS} checker")
+    results[ALWAYS] = _run(ALWAYS, ops, params.get(ALWAYS, {}))
 
     others = {c["workload"] for c in results[ALWAYS]["counts"]} - {None, *workloads}
     notes.extend(

@@ -109,7 +109,7 @@ def test_each_step_is_announced_as_it_begins(
     analyze(spark, write_history(mixed(lost=False)), tmp_path, ["bank", "set"], BANK, steps.append)
     assert steps == [
         "reading the history into the operations table",
-        "the stats checker",
         "the bank checker",
         "the set checker",
+        "the stats checker",
     ]
