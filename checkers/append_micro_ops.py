@@ -45,6 +45,7 @@ _RESPELLED = (b"\\", b"{")
 _DIGITS_AS_ONES = bytes.maketrans(b"0123456789", b"1" * 10)
 _LONG_NUMBER = b"1" * 39
 _FS = pa.array(["append", "r"])  # a row's f, by whether it reads
+_TXN_COLUMNS = ("invoke_index", "type", "invoke_time", "complete_time", "node", "error", "value")
 
 
 def explode(txn_ops: DataFrame) -> DataFrame:
@@ -86,7 +87,7 @@ def store_by_key(ops: pa.Table, path: Path) -> bool:
     history_fast builds them), sorted by key, transaction and position, no key across two row
     groups; False (nothing written) when a transaction holds what `explode` might read otherwise."""
     client = pc.and_(pc.equal(ops["f"], "txn"), pc.not_equal(ops["process"], NEMESIS))
-    txns = ops.filter(client).combine_chunks()
+    txns = ops.select(_TXN_COLUMNS).filter(client).combine_chunks()
     rows = _rows(txns)
     if rows is None or not rows.num_rows:  # (no rows: nothing for the pass to save)
         return False
