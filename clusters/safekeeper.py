@@ -146,6 +146,7 @@ class SafekeeperCluster(ClusterKind):
         self.start_agent(primary)
         wait_until("the proxy's election", lambda: self.agent_status(primary).get("elected"), 90)
         wait_until("a commit through the safekeepers", lambda: self._commit_works(primary), 60)
+        wait_until("n1 serving clients", lambda: self.agent_status(primary).get("serving"), 60)
         pg.ensure_database(primary)
         for node in standbys:
             say(f"making {node.name} a standby: a base backup of n1, then the safekeepers' WAL")
@@ -269,8 +270,9 @@ class SafekeeperCluster(ClusterKind):
             if agent.get("elected") and agent.get("term", 0) > leader.get("term", 0):
                 leader = agent
             role = agent.get("role", "agent not answering")
+            marks = [m for m in ("elected", "serving") if agent.get(m)]
             nodes[node.name] = {
-                "role": f"compute: {role}" + (" (elected)" if agent.get("elected") else ""),
+                "role": f"compute: {role}" + (f" ({', '.join(marks)})" if marks else ""),
                 "postgres": "up" if pg.is_ready(node) else "down",
             }
             if agent.get("elected"):

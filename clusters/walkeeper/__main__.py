@@ -118,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
             args.failover_after,
             args.mode,
             args.synchro_timeout,
+            args.status_port,
         )
-        serve_compute(cfg, args.status_port)
+        serve_compute(cfg)
     else:
         try:
             with wire.connect((args.host, args.port), args.timeout) as sock:

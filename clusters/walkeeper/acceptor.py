@@ -39,7 +39,7 @@ class Acceptor:
         self.lock = threading.Lock()
         self.last_save = 0.0
         self.started = time.monotonic()
-        self.last_heard: float | None = None  # the last append of the proposer it follows
+        self.last_heard: float | None = None  # the proposer it follows: its announcement or append
 
     @property
     def control(self) -> Control:
@@ -124,6 +124,9 @@ class Acceptor:
             c.proposed_epoch, c.vcl = int(req["epoch"]), int(req["vcl"])
         self.storage.save()
         session["term"] = c.term
+        # a proposer that won a term starts hearing from now: its predecessor's silence, which
+        # let it stand, does not let a third compute stand against it while it catches up
+        self.last_heard = time.monotonic()
         return {"ok": True, **self.state()}, b""
 
     def on_append(self, req: dict[str, Any], payload: bytes, session: dict) -> tuple[dict, bytes]:

@@ -1,17 +1,27 @@
 """The compute agent: each compute node decides for itself, in the cluster, what it is.
 
-- primary: Postgres read-write, with the proxy session (Postgres's synchronous standby and the
-  safekeepers' proposer). Before it starts Postgres read-write it asks the safekeepers whose term
-  is current: another compute's means this one was replaced, and it rebuilds instead. When its
-  term is taken while it runs (a safekeeper answers with a higher term), it stops Postgres at once,
-  since a primary that lost its term must not serve, and rebuilds.
-- standby: Postgres in hot standby, replaying the committed WAL the safekeepers serve. When a
-  quorum of safekeepers has heard from no proposer for `failover_after` seconds, it takes over:
-  it wins an election with a higher term (the safekeepers then refuse the old proxy), writes the
-  WAL up to the election's VCL into its pg_wal from the safekeepers, restarts Postgres without
-  standby.signal (crash recovery replays to the VCL, and the timeline stays 1, the only one the
-  safekeepers serve) and runs the proxy session in the term it won.
-- rebuild: a base backup from the compute that is primary now, then standby.
+What it enforces, whatever the faults:
+
+- **Serving.** Its Postgres takes clients only while this compute leads a term and the quorum
+  holds everything that Postgres had written when its stream began (so its WAL is the committed
+  log up to the term's start, and nothing it shows can be lost with it). Until then, and as a
+  standby, pg_hba.conf admits only local connections and replication; when the term ends
+  (deposed, no quorum for the lease, the stream lost, a stall) Postgres is stopped at once.
+- **Catching up.** Whoever wins a term with a VCL its Postgres does not hold writes the log up to
+  VCL into its pg_wal (crash recovery then replays it) before streaming; if its Postgres holds
+  WAL the log does not (a tail the quorum never took), it stands down and never stands for
+  election again until it has been rebuilt from a compute whose Postgres is on the log.
+- **Standing for election** only when the safekeepers follow nobody, or this compute's own
+  earlier session, or a quorum has heard from no proposer for `failover_after` seconds; a
+  compute that sees another one serve rebuilds from it.
+- **Stalls.** A Postgres whose backends pile up waiting for the quorum is stopped at once, never
+  cancelled: a cancelled wait would make its transaction visible without the quorum, while after
+  a stop its commit stays invisible until a quorum holds it.
+
+Roles: `candidate` (Postgres stopped, waiting to stand), `taking over` (elected, bringing
+Postgres to the log), `primary` (streaming; `serving` once the gate opens), `standby` (replaying
+the committed WAL the safekeepers serve), `rebuilding`, and `divergent` (waiting for a source to
+rebuild from).
 """
 
 from __future__ import annotations
@@ -20,25 +30,44 @@ import contextlib
 import logging
 import os
 import pwd
+import random
 import shutil
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from . import bugs, wire
+from . import bugs, pgwal, wire
 from .limbo import Limbo
+from .pgstream import StreamError
 from .proposer import Deposed, NoQuorum, Proposer
-from .proxy import STATUS, Session, StatusHandler, StatusServer, is_ours, proposer_id
+from .proxy import STATUS, LogMismatch, Session, StatusHandler, StatusServer, is_ours, proposer_id
 
 log = logging.getLogger("compute")
 
 POLL = 1.0
 LEASE_SHARE = 0.6  # of failover_after: the old primary stops before a standby may take over
-READ_CHUNK = 4 << 20
 STUCK_AFTER = 60.0  # seconds a standby may replay without becoming consistent before a rebuild
-SEGMENT_IDS = 0x1_0000_0000  # WAL segment names count segments per 4 GiB "log id"
+CHECK_SPAN = 16 << 20  # bytes of WAL before min(Postgres's end, VCL) compared with the log
+STALL_LIMIT = 64  # backends waiting for the quorum at once before Postgres is stopped
+WATCH_INTERVAL = 1.0
+HBA = """# Written by the compute agent: remote clients only while this compute serves as primary.
+local   all          all                 trust
+host    all          all   127.0.0.1/32  trust
+host    all          all   ::1/128       trust
+host    replication  all   0.0.0.0/0     trust
+host    all          all   0.0.0.0/0     {remote}
+"""
+
+
+class Divergent(Exception):
+    """This compute's Postgres cannot continue the log: it must be rebuilt."""
+
+
+class Stalled(Exception):
+    pass
 
 
 @dataclass
@@ -54,6 +83,7 @@ class Config:
     failover_after: float
     mode: str = "safekeeper"
     synchro_timeout: float = 2.0
+    status_port: int = 7677  # every compute's agent answers on the same port
 
     @property
     def quorum(self) -> int:
@@ -69,7 +99,18 @@ class Agent:
         self.cfg = cfg
         self.role = "starting"
         self.takeovers = 0
+        self.elections = 0
+        self.serving = False
+        self.consistent_now = False
         self.limbo: Limbo | None = None
+        self.last_note = ""
+
+    def note(self, message: str, *args: Any) -> None:
+        """Log a waiting state once, not at every poll."""
+        text = message % args
+        if text != self.last_note:
+            log.info("%s", text)
+            self.last_note = text
 
     # -- Postgres ----------------------------------------------------------------------------
 
@@ -81,11 +122,32 @@ class Agent:
         return self._pg(f"pg_ctl -D {self.cfg.pgdata} status", check=False).returncode == 0
 
     def start_postgres(self) -> None:
+        """Start Postgres, its gate closed: it admits no remote client until `open_gate`."""
         if not self.running():
+            self.write_hba(open_=False)
             subprocess.run(["sh", "-c", self.cfg.pg_start], check=True, timeout=120)
 
     def stop_postgres(self, mode: str) -> None:
+        self.serving = False
         self._pg(f"pg_ctl -D {self.cfg.pgdata} -m {mode} -w stop", check=False)
+        self.write_hba(open_=False)
+
+    def write_hba(self, open_: bool) -> None:
+        path = os.path.join(self.cfg.pgdata, "pg_hba.conf")
+        if not os.path.isdir(self.cfg.pgdata):
+            return
+        with open(path + ".tmp", "w") as f:
+            f.write(HBA.format(remote="trust" if open_ else "reject"))
+        user = pwd.getpwnam("postgres")
+        os.chown(path + ".tmp", user.pw_uid, user.pw_gid)
+        os.replace(path + ".tmp", path)
+
+    def open_gate(self, lsn: int) -> None:
+        """The quorum holds Postgres's WAL up to where it stood when the stream began: serve."""
+        self.write_hba(open_=True)
+        self._pg(f"pg_ctl -D {self.cfg.pgdata} reload")
+        self.serving = True
+        log.info("the quorum holds Postgres's WAL to %s: serving clients", wire.lsn_str(lsn))
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         import psycopg  # only computes need it; safekeepers never import this module
@@ -93,23 +155,27 @@ class Agent:
         with psycopg.connect(self.cfg.local, autocommit=True) as conn:
             return conn.execute(sql).fetchall()
 
+    def control(self) -> dict[str, str]:
+        """pg_controldata's fields (Postgres may be stopped)."""
+        out = self._pg(f"pg_controldata -D {self.cfg.pgdata}").stdout
+        return {
+            key.strip(): value.strip()
+            for key, _, value in (line.partition(":") for line in out.splitlines())
+        }
+
     @property
     def standby_signal(self) -> str:
         return os.path.join(self.cfg.pgdata, "standby.signal")
 
-    # -- the safekeepers ---------------------------------------------------------------------
+    @property
+    def divergent_marker(self) -> str:
+        """Outside the data directory, so that only a rebuild (a new directory) clears it."""
+        return self.cfg.pgdata + ".divergent"
+
+    # -- the safekeepers and the other computes ----------------------------------------------
 
     def safekeeper_states(self) -> dict[str, dict[str, Any]]:
-        states = {}
-        for name, address in self.cfg.safekeepers.items():
-            try:
-                with wire.connect(address, 2.0) as sock:
-                    reply, _ = wire.call(sock, {"type": "status"})
-            except OSError:
-                continue
-            if reply.get("ok"):
-                states[name] = reply
-        return states
+        return statuses(self.cfg.safekeepers)
 
     def current_leader(self, states: dict[str, dict[str, Any]]) -> str:
         """Whose term the safekeepers follow: the proposer voted for in the highest term."""
@@ -128,18 +194,66 @@ class Agent:
             self.cfg.quorum
         )
 
+    def computes_states(self) -> dict[str, dict[str, Any]]:
+        """What the other computes' agents say of themselves; the silent ones are left out."""
+        port = self.cfg.status_port
+        return statuses({name: (host, port) for name, (host, _) in self.cfg.computes.items()})
+
+    def sources(self) -> list[str]:
+        """Computes whose Postgres is on the log, to copy: the serving primary first, then the
+        consistent standbys. A divergent compute, or one not yet caught up, is never copied."""
+        states = self.computes_states()
+        serving = [n for n, s in states.items() if s.get("role") == "primary" and s.get("serving")]
+        standbys = [
+            n for n, s in states.items() if s.get("role") == "standby" and s.get("consistent")
+        ]
+        return serving + standbys
+
     # -- the roles ---------------------------------------------------------------------------
 
     def run(self) -> None:
         while True:
             try:
-                if os.path.exists(self.standby_signal):
+                if os.path.exists(self.divergent_marker):
+                    self.role = "divergent"
+                    self.rebuild()
+                elif os.path.exists(self.standby_signal):
                     self.standby()
                 else:
-                    self.primary(None)
+                    self.candidate()
             except Exception as e:  # every failure is retried: the agent is the node's supervisor
-                log.warning("%s: %s: %s", self.role, type(e).__name__, e)
-                time.sleep(POLL)
+                self.note("%s: %s: %s", self.role, type(e).__name__, e)
+                pause()
+
+    def candidate(self) -> None:
+        """Without a term, Postgres stays stopped; stand for election when it is this
+        compute's turn, or rebuild from the compute that serves."""
+        self.role = "candidate"
+        serving_bug = bugs.on("deposed-primary-serves") and self.serving
+        if not serving_bug:
+            self.stop_postgres("immediate")
+        states = self.safekeeper_states()
+        if len(states) < self.cfg.quorum:
+            self.note("only %d safekeepers answer; waiting before standing", len(states))
+            pause()
+            return
+        leader = self.current_leader(states)
+        if leader and not is_ours(leader) and not bugs.on("deposed-primary-serves"):
+            others = self.computes_states()
+            serving = [
+                n for n, s in others.items() if s.get("proposer") == leader and s.get("serving")
+            ]
+            if serving:
+                log.warning("the safekeepers follow %s, which serves: rebuilding from it", leader)
+                self.rebuild(serving)
+                return
+            if not self.primary_lost(states):
+                self.note(
+                    "the safekeepers follow %s; waiting for it to serve or fall silent", leader
+                )
+                pause()
+                return
+        self.lead(self.campaign(), from_standby=False)
 
     def standby(self) -> None:
         self.role = "standby"
@@ -148,15 +262,17 @@ class Agent:
         started = time.monotonic()
         while os.path.exists(self.standby_signal):
             self.start_postgres()
+            self.consistent_now = self.consistent()
             states = self.safekeeper_states()
-            if self.primary_lost(states):
+            if self.consistent_now and self.primary_lost(states):
                 log.warning(
                     "a quorum of safekeepers has heard from no proposer for %.0f s: taking over",
                     self.cfg.failover_after,
                 )
-                self.primary(self.take_over())
+                self.consistent_now = False
+                self.lead(self.campaign(), from_standby=True)
                 return
-            if self.consistent():
+            if self.consistent_now:
                 started = time.monotonic()
             elif time.monotonic() - started > STUCK_AFTER:
                 # its base backup ends in WAL the quorum never got (the primary it copied was
@@ -164,7 +280,7 @@ class Agent:
                 log.warning("not consistent after %.0f s of replay: rebuilding", STUCK_AFTER)
                 self.rebuild()
                 return
-            time.sleep(POLL)
+            pause()
 
     def consistent(self) -> bool:
         """Whether Postgres answers queries: a standby does once it reached a consistent state."""
@@ -174,127 +290,158 @@ class Agent:
             return False
         return True
 
-    def take_over(self) -> Proposer:
-        """Win an election, bring Postgres up to its VCL, and start it as the primary."""
-        self.role = "taking over"
-        system_id = str(self.query("SELECT system_identifier FROM pg_control_system()")[0][0])
+    def campaign(self) -> Proposer:
+        system_id = self.control()["Database system identifier"]
         p = Proposer(self.cfg.safekeepers, self.cfg.variant, proposer_id())
         p.elect(system_id=system_id)
-        log.info("elected in term %d; VCL %s", p.term, wire.lsn_str(p.vcl))
-        self.stop_postgres("fast")
-        if p.vcl:
-            self.fill_wal(p, self.redo_lsn(), p.vcl)
-        os.unlink(self.standby_signal)
-        self.takeovers += 1
+        self.elections += 1
         return p
 
-    def redo_lsn(self) -> int:
-        """Where the stopped standby's crash recovery will begin replaying."""
-        out = self._pg(f"pg_controldata -D {self.cfg.pgdata}").stdout
-        for line in out.splitlines():
-            if line.startswith("Latest checkpoint's REDO location:"):
-                return wire.parse_lsn(line.split(":", 1)[1].strip())
-        raise RuntimeError("pg_controldata shows no REDO location")
-
-    def fill_wal(self, p: Proposer, start: int, end: int) -> None:
-        """Write the log's bytes [start, end) into pg_wal's segment files, as the standby would
-        have received them (the bytes it has are the same ones)."""
-        start = max(start, p.log_start)
-        size = int(self.query_control("Bytes per WAL segment:"))
-        user = pwd.getpwnam("postgres")
-        pos = start
-        while pos < end:
-            data = p.read_log(pos, min(end, pos + READ_CHUNK))
-            while data:
-                segment, offset = divmod(pos, size)
-                per_id = SEGMENT_IDS // size
-                name = f"{1:08X}{segment // per_id:08X}{segment % per_id:08X}"
-                path = os.path.join(self.cfg.pgdata, "pg_wal", name)
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-                try:
-                    if os.fstat(fd).st_size < size:
-                        os.ftruncate(fd, size)
-                    chunk = data[: size - offset]
-                    os.pwrite(fd, chunk, offset)
-                    os.fsync(fd)
-                    os.fchown(fd, user.pw_uid, user.pw_gid)
-                finally:
-                    os.close(fd)
-                pos += len(chunk)
-                data = data[len(chunk) :]
-        log.info("wrote WAL %s..%s into pg_wal", wire.lsn_str(start), wire.lsn_str(end))
-
-    def query_control(self, field: str) -> str:
-        out = self._pg(f"pg_controldata -D {self.cfg.pgdata}").stdout
-        for line in out.splitlines():
-            if line.startswith(field):
-                return line.split(":", 1)[1].strip()
-        raise RuntimeError(f"pg_controldata shows no {field!r}")
-
-    def primary(self, elected: Proposer | None) -> None:
-        """Serve as the primary until the term is lost; then rebuild as a standby."""
-        self.role = "primary"
-        if elected is None:
-            states = self.safekeeper_states()
-            if len(states) < self.cfg.quorum:
-                self.stop_postgres("immediate")  # it may not serve without knowing its term
-                log.info("only %d safekeepers answer; waiting before serving", len(states))
-                time.sleep(POLL)
-                return
-            leader = self.current_leader(states)
-            if leader and not is_ours(leader) and not bugs.on("deposed-primary-serves"):
-                log.warning("the safekeepers follow %s now: rebuilding from it", leader)
-                self.rebuild()
-                return
-        limbo = None
-        if self.cfg.mode == "confirm-rollback":
-            limbo = Limbo(self.cfg.local, self.cfg.pgdata, self.cfg.slot, self.cfg.synchro_timeout)
-            limbo.close_gate()
-        self.start_postgres()
-        self.query(
-            "SELECT pg_create_physical_replication_slot(slot_name, true) FROM "
-            f"(VALUES ('{self.cfg.slot}')) AS s(slot_name) WHERE NOT EXISTS "
-            f"(SELECT 1 FROM pg_replication_slots WHERE slot_name = '{self.cfg.slot}')"
-        )
+    def lead(self, p: Proposer, from_standby: bool) -> None:
+        """Bring Postgres to the log of the term `p` won, stream until the term ends, and leave
+        Postgres stopped (or, when it cannot continue the log, marked for a rebuild)."""
+        self.role = "taking over"
+        serves = bugs.on("deposed-primary-serves") or not self.cfg.computes
+        # With another compute to take over, the primary holds a lease: it stops serving
+        # once a quorum has been silent for most of the time a standby waits before acting.
+        lease = None if serves else self.cfg.failover_after * LEASE_SHARE
         conninfo = (
             f"host=127.0.0.1 port=5432 user=postgres replication=true "
             f"application_name={self.cfg.slot}"
         )
-        if limbo is not None:
-            self.limbo = limbo
-            threading.Thread(target=limbo.run, daemon=True, name="limbo").start()
+        session = Session(conninfo, self.cfg.slot, p, lease, self.open_gate)
+        STATUS.proposer = p
+        limbo = None
+        keep_serving = bugs.on("deposed-primary-serves") and self.serving and not from_standby
         try:
-            # With another compute to take over, the primary holds a lease: it stops serving
-            # once a quorum has been silent for most of the time a standby waits before acting.
-            serves = bugs.on("deposed-primary-serves") or not self.cfg.computes
-            lease = None if serves else self.cfg.failover_after * LEASE_SHARE
-            session = Session(
-                conninfo, self.cfg.slot, self.cfg.safekeepers, self.cfg.variant, elected, lease
+            if p.vcl:
+                session.follow_all()
+            if not keep_serving:
+                self.stop_postgres("fast" if from_standby else "immediate")
+                if p.vcl:
+                    self.catch_up(p)
+                session.check()
+            if from_standby:
+                os.unlink(self.standby_signal)
+                self.takeovers += 1
+            if self.cfg.mode == "confirm-rollback":
+                limbo = Limbo(
+                    self.cfg.local, self.cfg.pgdata, self.cfg.slot, self.cfg.synchro_timeout
+                )
+                limbo.close_gate()
+            self.start_postgres()
+            self.query(
+                "SELECT pg_create_physical_replication_slot(slot_name, true) FROM "
+                f"(VALUES ('{self.cfg.slot}')) AS s(slot_name) WHERE NOT EXISTS "
+                f"(SELECT 1 FROM pg_replication_slots WHERE slot_name = '{self.cfg.slot}')"
             )
+            self.role = "primary"
+            if limbo is not None:
+                self.limbo = limbo
+                threading.Thread(target=limbo.run, daemon=True, name="limbo").start()
+            threading.Thread(target=self.watch, args=(session,), daemon=True).start()
             session.run()
+        except (Divergent, LogMismatch) as e:
+            if bugs.on("deposed-primary-serves"):
+                log.warning("%s; the planted bug keeps Postgres serving", e)
+                return
+            self.stop_postgres("immediate")
+            self.mark_divergent(str(e))
         except Deposed as e:
             if bugs.on("deposed-primary-serves"):
                 log.warning("deposed (%s); the planted bug keeps Postgres serving", e)
-                time.sleep(POLL)
                 return
-            log.warning("deposed (%s): stopping Postgres and rebuilding", e)
+            log.warning("deposed (%s): stopping Postgres", e)
             self.stop_postgres("immediate")
-            STATUS.proposer = None
-            self.rebuild()
-        except NoQuorum as e:
-            log.warning("%s: stopping Postgres until the safekeepers answer again", e)
+        except (NoQuorum, StreamError, Stalled) as e:
+            log.warning("%s: stopping Postgres; standing again when it is this compute's turn", e)
             self.stop_postgres("immediate")
+        except BaseException:
+            self.stop_postgres("immediate")
+            raise
         finally:
+            session.close()
             STATUS.proposer = None
             if limbo is not None:
                 limbo.stop.set()
 
-    def rebuild(self) -> None:
-        """A fresh copy of the current primary's data directory, started as a standby."""
-        self.role = "rebuilding"
+    def catch_up(self, p: Proposer) -> None:
+        """With Postgres stopped: compare its WAL with the log before VCL, and write the part of
+        the log it lacks into pg_wal; raise Divergent if its WAL holds what the log does not."""
+        control = self.control()
+        size = int(control["Bytes per WAL segment"])
+        redo = wire.parse_lsn(control["Latest checkpoint's REDO location"])
+        user = pwd.getpwnam("postgres")
+        wal = pgwal.LocalWal(self.cfg.pgdata, size, (user.pw_uid, user.pw_gid))
+        end = self.wal_end(redo, size)
+        upto = min(end, p.vcl)
+        lo = max(redo, p.log_start, upto - CHECK_SPAN)
+        if lo < upto:
+            ours, theirs = wal.read(lo, upto), read_log(p, lo, upto)
+            if len(ours) < upto - lo:
+                raise Divergent(f"pg_wal lacks WAL before {wire.lsn_str(lo + len(ours))}")
+            at = pgwal.first_difference(ours, theirs)
+            if at is not None:
+                raise Divergent(
+                    f"Postgres's WAL differs from the log of term {p.term} at "
+                    f"{wire.lsn_str(lo + at)} (it ends at {wire.lsn_str(end)}, VCL "
+                    f"{wire.lsn_str(p.vcl)}): it holds a tail the quorum never took"
+                )
+        plan = pgwal.CatchUp(end, p.vcl)
+        if plan.fill:
+            start, stop = plan.fill
+            for pos in range(start, stop, pgwal.PAGE * 512):
+                wal.write(pos, read_log(p, pos, min(stop, pos + pgwal.PAGE * 512)))
+            wal.end_page_at(stop)
+            log.info("wrote WAL %s..%s into pg_wal", wire.lsn_str(start), wire.lsn_str(stop))
+        else:
+            log.info(
+                "Postgres's WAL (to %s) holds the log to VCL %s",
+                wire.lsn_str(end),
+                wire.lsn_str(p.vcl),
+            )
+
+    def wal_end(self, redo: int, segment_size: int) -> int:
+        """Where the stopped Postgres's valid WAL ends, as pg_waldump reads it from the REDO
+        point of its last checkpoint."""
+        out = self._pg(
+            f"pg_waldump -p {self.cfg.pgdata}/pg_wal -s {wire.lsn_str(redo)} 2>&1 "
+            "| grep '^rmgr' | tail -n 1",
+            check=False,
+        ).stdout
+        end = pgwal.last_record_end(out, segment_size)
+        if end is None:
+            raise Divergent(f"pg_waldump finds no WAL record from {wire.lsn_str(redo)} on")
+        return end
+
+    def mark_divergent(self, reason: str) -> None:
+        log.warning("%s: standing down; no election until this compute is rebuilt", reason)
+        with open(self.divergent_marker, "w") as f:
+            f.write(reason + "\n")
+        self.role = "divergent"
+
+    def watch(self, session: Session) -> None:
+        """End the session when backends pile up waiting for the quorum (stop, never cancel)."""
+        while not session.stop.wait(WATCH_INTERVAL):
+            try:
+                rows = self.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+                )
+            except Exception:
+                continue
+            if rows[0][0] > STALL_LIMIT:
+                session.fail(Stalled(f"{rows[0][0]} backends wait for the quorum"))
+
+    def rebuild(self, sources: list[str] | None = None) -> None:
+        """A fresh copy of a compute whose Postgres is on the log, started as a standby."""
+        self.role = "rebuilding" if not os.path.exists(self.divergent_marker) else "divergent"
         self.stop_postgres("immediate")
+        sources = sources or self.sources()
+        if not sources:
+            raise RuntimeError("no compute serves or replays the log to copy from yet")
         target = self.cfg.pgdata + ".rebuild"
-        for name, (host, port) in self.cfg.computes.items():
+        for name in sources:
+            host, port = self.cfg.computes[name]
             shutil.rmtree(target, ignore_errors=True)
             # Without WAL (-X none): the standby replays from the safekeepers, which serve only
             # committed WAL. The primary's own WAL may run past the quorum's, and a standby
@@ -307,29 +454,70 @@ class Agent:
             if result.returncode != 0:
                 log.info("no base backup from %s: %s", name, result.stderr.strip()[-200:])
                 continue
-            if not os.path.exists(os.path.join(target, "standby.signal")):
-                open(os.path.join(target, "standby.signal"), "w").close()
-                user = pwd.getpwnam("postgres")
-                os.chown(os.path.join(target, "standby.signal"), user.pw_uid, user.pw_gid)
+            user = pwd.getpwnam("postgres")
+            signal = os.path.join(target, "standby.signal")
+            if not os.path.exists(signal):
+                open(signal, "w").close()
+                os.chown(signal, user.pw_uid, user.pw_gid)
             old = self.cfg.pgdata + ".old"
             shutil.rmtree(old, ignore_errors=True)
             with contextlib.suppress(FileNotFoundError):
                 os.rename(self.cfg.pgdata, old)
             os.rename(target, self.cfg.pgdata)
             shutil.rmtree(old, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.divergent_marker)
+            self.write_hba(open_=False)
             log.info("rebuilt from %s; now a standby", name)
             return
-        raise RuntimeError("no other compute gave a base backup")
+        raise RuntimeError(f"no base backup from {', '.join(sources)}")
 
     def report(self) -> dict[str, Any]:
-        state = {"compute": self.cfg.name, "role": self.role, "takeovers": self.takeovers}
+        state = {
+            "compute": self.cfg.name,
+            "role": self.role,
+            "serving": self.serving,
+            "consistent": self.role == "standby" and self.consistent_now,
+            "takeovers": self.takeovers,
+            "elections": self.elections,
+        }
         return state | (self.limbo.report() if self.limbo else {})
 
 
-def serve(cfg: Config, status_port: int) -> None:
+def statuses(daemons: dict[str, tuple[str, int]]) -> dict[str, dict[str, Any]]:
+    """Every daemon's status at once (a cut-off one costs one timeout, not one each); the
+    silent ones are left out."""
+
+    def one(address: tuple[str, int]) -> dict[str, Any]:
+        try:
+            with wire.connect(address, 2.0) as sock:
+                return wire.call(sock, {"type": "status"})[0]
+        except (OSError, wire.ProtocolError):
+            return {}
+
+    with ThreadPoolExecutor(max(1, len(daemons))) as pool:
+        replies = dict(zip(daemons, pool.map(one, daemons.values()), strict=True))
+    return {name: reply for name, reply in replies.items() if reply.get("ok")}
+
+
+def read_log(p: Proposer, start: int, end: int) -> bytes:
+    """The log's bytes [start, end), from the safekeepers that hold them, in as many reads as
+    they take."""
+    out = bytearray()
+    while start + len(out) < end:
+        out += p.read_log(start + len(out), end)
+    return bytes(out)
+
+
+def pause() -> None:
+    """A poll's wait, spread so that two computes that see the same thing do not act at once."""
+    time.sleep(POLL * random.uniform(0.5, 1.5))
+
+
+def serve(cfg: Config) -> None:
     agent = Agent(cfg)
     STATUS.agent = agent.report
-    server = StatusServer(("0.0.0.0", status_port), StatusHandler)
+    server = StatusServer(("0.0.0.0", cfg.status_port), StatusHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     log.info(
         "compute agent %s: safekeepers %s, other computes %s, failover after %.0f s",

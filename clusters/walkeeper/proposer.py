@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from . import bugs, termhistory, wire
@@ -102,19 +103,28 @@ class Proposer:
 
     # -- election ------------------------------------------------------------------------------
 
+    def ask(self, names: Iterable[str], request: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Send `request` to each of `names` at once; their answers (unreachable ones left out),
+        so that one safekeeper cut off costs an election one timeout, not one each."""
+
+        def one(name: str) -> dict[str, Any] | None:
+            try:
+                return self.peers[name].call(request, b"", self.timeout)[0]
+            except (OSError, wire.ProtocolError) as e:
+                log.info("%s unreachable: %s", name, e)
+                return None
+
+        names = list(names)
+        with ThreadPoolExecutor(max(1, len(names))) as pool:
+            replies = dict(zip(names, pool.map(one, names), strict=True))
+        return {name: reply for name, reply in replies.items() if reply is not None}
+
     def greet(self, names: Iterable[str], system_id: str = "") -> dict[str, dict[str, Any]]:
         """Connect to `names` and collect their states; unreachable ones are left out."""
         states = {}
-        for name in names:
-            peer = self.peers[name]
-            try:
-                greeting = {"type": "greeting", "system_id": system_id}
-                reply, _ = peer.call(greeting, b"", self.timeout)
-            except OSError as e:
-                log.info("%s unreachable: %s", name, e)
-                continue
+        for name, reply in self.ask(names, {"type": "greeting", "system_id": system_id}).items():
             if reply.get("ok"):
-                peer.state = reply
+                self.peers[name].state = reply
                 states[name] = reply
             else:
                 log.warning("%s refused the greeting: %s", name, reply.get("error"))
@@ -130,13 +140,9 @@ class Proposer:
             )
         term = max(s["term"] for s in greeted.values()) + 1
         votes = {}
-        for name in greeted:
-            try:
-                reply, _ = self.peers[name].call(
-                    {"type": "vote", "term": term, "proposer": self.id}, b"", self.timeout
-                )
-            except OSError:
-                continue
+        for name, reply in self.ask(
+            greeted, {"type": "vote", "term": term, "proposer": self.id}
+        ).items():
             if reply.get("ok"):
                 votes[name] = reply
                 self.peers[name].state = reply

@@ -1,10 +1,12 @@
 """The proxy: Postgres's synchronous standby, and the proposer to the safekeepers.
 
-A session elects, starts Postgres's stream at VCL, hands WAL to one sender thread per safekeeper,
-and reports the quorum's position back to Postgres. Anything that ends a session (Postgres gone,
-another proposer elected, no quorum) ends it whole; the compute agent (compute.py) decides what
-follows: a new election with a higher term (seed 001: a restart of the proxy starts a new round
-of voting) or, when another compute has taken the term, stepping down.
+A session streams Postgres's WAL in a term its compute has won (compute.py runs the election and
+brings Postgres to the log first), hands WAL to one sender thread per safekeeper, and reports the
+quorum's position back to Postgres. Anything that ends a session (Postgres gone, another
+proposer elected, no quorum, Postgres's WAL not the log) ends it whole; the compute agent decides
+what follows: a new election with a higher term (seed 001: a restart of the proxy starts a new
+round of voting), stepping down to rebuild when another compute serves, or a rebuild when its
+Postgres cannot continue the log.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ FEEDBACK_INTERVAL = 1.0
 OVERLAP = 8192  # bytes before VCL that Postgres's stream must repeat at every session start
 
 
+class LogMismatch(StreamError):
+    """Postgres's WAL is not the log the term continues: this compute cannot lead until it is
+    rebuilt (a transient end of the stream is a plain StreamError)."""
+
+
 class Overlap:
     """Where the safekeepers' log meets Postgres's WAL. The stream starts a little before VCL;
     those bytes must equal the safekeepers' (the donor's) exactly, and only what follows VCL
@@ -52,7 +59,7 @@ class Overlap:
         ours, theirs = body[lo - lsn : hi - lsn], self.expected[lo - self.start : hi - self.start]
         if ours != theirs:
             at = lo + next(i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
-            raise StreamError(
+            raise LogMismatch(
                 f"Postgres's WAL differs from the safekeepers' at {wire.lsn_str(at)}: "
                 "refusing to continue their log with it"
             )
@@ -74,26 +81,53 @@ class Session:
         self,
         conninfo: str,
         slot: str,
-        peers: dict[str, tuple[str, int]],
-        variant: str,
-        proposer: Proposer | None = None,
+        proposer: Proposer,
         lease: float | None = None,
+        on_ready: Callable[[int], None] = lambda lsn: None,
     ):
-        """`proposer`, when given, has already been elected (a takeover): the session goes on
-        with its term and VCL rather than running an election of its own. With a `lease`, the
-        session ends when no quorum has answered for that long (another compute may take over)."""
-        self.conninfo, self.slot, self.lease = conninfo, slot, lease
-        self.proposer = proposer or Proposer(peers, variant, proposer_id())
+        """Stream Postgres's WAL in the term `proposer` has won. With a `lease`, the session ends
+        when no quorum has answered for that long (another compute may take over). `on_ready`
+        is called once, with the LSN, when the quorum holds everything Postgres had written when
+        the stream began: only then may its Postgres serve (nothing it shows is then lost with
+        this compute, and its WAL is, up to VCL, the committed log)."""
+        self.conninfo, self.slot, self.lease, self.on_ready = conninfo, slot, lease, on_ready
+        self.proposer = proposer
         self.stop = threading.Event()
         self.failure: BaseException | None = None
+        self.threads: list[threading.Thread] = []
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         self.proposer.on_commit = lambda lsn: self._wake()
         self.overlap = Overlap(0, 0, b"")
+        self.ready_at: int | None = None  # Postgres's flush LSN when the stream began
+        self.closed = False
 
     def _wake(self) -> None:
-        with contextlib.suppress(BlockingIOError):
+        with contextlib.suppress(BlockingIOError, OSError):
             os.write(self.wake_w, b"x")
+
+    def fail(self, error: BaseException) -> None:
+        """End the session with `error` (from any thread)."""
+        if self.failure is None:
+            self.failure = error
+        self.stop.set()
+        self._wake()
+
+    def check(self) -> None:
+        """Raise what ended the session, if anything has."""
+        if self.failure is not None:
+            raise self.failure
+
+    def follow_all(self) -> None:
+        """Start keeping every safekeeper caught up (and hearing from us) while the session
+        lasts; a takeover starts this before Postgres is caught up, so the term it won is not
+        taken for silent meanwhile."""
+        if self.threads:
+            return
+        for name in self.proposer.peers:
+            t = threading.Thread(target=self.follow, args=(name,), daemon=True, name=name)
+            t.start()
+            self.threads.append(t)
 
     def follow(self, name: str) -> None:
         """Keep one safekeeper caught up, reconnecting after any error, until the session ends."""
@@ -106,9 +140,7 @@ class Session:
                     if not p.step(name):
                         p.wait_for_wal(name, HEARTBEAT)
             except Deposed as e:
-                self.failure = e
-                self.stop.set()
-                self._wake()
+                self.fail(e)
             except (OSError, wire.ProtocolError, Refused) as e:
                 log.info("%s: %s; reconnecting", name, e)
                 p.detach(name)
@@ -116,36 +148,42 @@ class Session:
         p.detach(name)
 
     def run(self) -> None:
+        """Stream from Postgres (running) until the session ends; raises what ended it."""
         pg = PgStream(self.conninfo)
-        threads: list[threading.Thread] = []
         try:
             system = pg.identify()
             p = self.proposer
-            while not p.term:
-                try:
-                    p.elect(system_id=system.system_id)
-                except NoQuorum as e:
-                    log.warning("no quorum yet: %s", e)
-                    time.sleep(RETRY)
             p.begin(system.xlogpos - system.xlogpos % system.segment_size)
-            STATUS.proposer = p
-            for name in p.peers:
-                t = threading.Thread(target=self.follow, args=(name,), daemon=True, name=name)
-                t.start()
-                threads.append(t)
-            vcl = p.log_end
+            self.follow_all()
+            vcl = p.vcl
             start = max(p.log_start, vcl - OVERLAP, vcl - vcl % system.segment_size)
             self.overlap = Overlap(start, vcl, p.read_log(start, vcl) if start < vcl else b"")
-            pg.start(self.slot, start, system.timeline)
+            try:
+                pg.start(self.slot, start, system.timeline)
+            except StreamError as e:
+                if "ahead of the WAL flush position" in str(e):
+                    raise LogMismatch(f"Postgres does not reach the log's VCL: {e}") from e
+                raise
+            self.ready_at = system.xlogpos
             log.info(
-                "streaming from Postgres at %s (VCL %s)", wire.lsn_str(start), wire.lsn_str(vcl)
+                "streaming from Postgres at %s (VCL %s, Postgres's WAL ends at %s)",
+                wire.lsn_str(start),
+                wire.lsn_str(vcl),
+                wire.lsn_str(system.xlogpos),
             )
             self.pump(pg)
         finally:
-            self.stop.set()
-            for t in threads:
-                t.join(5)
+            self.close()
             pg.close()
+
+    def close(self) -> None:
+        """Stop the followers and release the session's descriptors (once)."""
+        self.stop.set()
+        self._wake()
+        for t in self.threads:
+            t.join(5)
+        if not self.closed:
+            self.closed = True
             os.close(self.wake_r)
             os.close(self.wake_w)
 
@@ -165,15 +203,17 @@ class Session:
                             p.write(body, lsn)
                     else:
                         reply = reply or bool(body)
-            # the planted bug acknowledges what the proxy holds, not what a quorum holds
             if self.lease and p.quorum_silent_for() > self.lease:
                 raise NoQuorum(f"no quorum of safekeepers answered for {self.lease:g} s")
+            # the planted bug acknowledges what the proxy holds, not what a quorum holds
             commit = p.log_end if bugs.on("ack-before-quorum") else p.commit_lsn
             if reply or commit != reported or time.monotonic() - last > FEEDBACK_INTERVAL:
                 pg.feedback(commit)
                 reported, last = commit, time.monotonic()
-        if self.failure:
-            raise self.failure
+            if self.ready_at is not None and p.commit_lsn >= self.ready_at:
+                self.ready_at = None
+                self.on_ready(p.commit_lsn)
+        self.check()
 
 
 class StatusBoard:

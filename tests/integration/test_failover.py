@@ -84,16 +84,26 @@ def node(cluster: SafekeeperCluster, name: str) -> Node:
 
 
 def new_leader(cluster: SafekeeperCluster, old: str) -> str | None:
+    """The compute that took over from `old`, once it serves (its gate opens only when the
+    quorum holds everything its Postgres wrote)."""
     leader = cluster.leader()
-    return leader if leader not in (None, old) else None
+    if leader in (None, old) or not cluster.agent_status(node(cluster, leader)).get("serving"):
+        return None
+    return leader
 
 
 def rejoined_with(cluster: SafekeeperCluster, old: Node, leader: Node) -> list[int] | None:
     """The old primary's rows once it is a standby again holding the new primary's rows."""
     if cluster.agent_status(old).get("role") != "standby":
         return None
-    theirs, ours = rows(direct(leader)), rows(direct(old))
+    theirs, ours = rows(direct(leader)), local_rows(old)
     return ours if ours == theirs else None
+
+
+def local_rows(n: Node) -> list[int]:
+    """A compute's rows read on the node itself: a standby admits no remote client."""
+    out = pg.psql(n, f"SELECT x FROM {TABLE} ORDER BY x")
+    return [int(line) for line in out.split()]
 
 
 def test_a_killed_primary_is_replaced_and_rejoins_as_a_standby(

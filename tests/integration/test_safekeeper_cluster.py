@@ -20,7 +20,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from clusters import postgres_node as pg
 from clusters.backend import Node
 from clusters.kind import Endpoint
 from clusters.safekeeper import SK_PORT, SafekeeperCluster, daemon_status
@@ -72,6 +71,7 @@ def all_safekeepers_attached(cluster: SafekeeperCluster) -> bool:
     expected = {n.name for n in cluster.safekeepers()}
     return (
         bool(status.get("elected"))
+        and bool(status.get("serving"))
         and set(peers) == expected
         and all(p["connected"] for p in peers.values())
     )
@@ -83,7 +83,6 @@ def restore(cluster: SafekeeperCluster) -> None:
     heal_nodes(cluster.nodes)
     patterns = cluster.processes()
     compute = cluster.computes()[0]
-    pg.start(compute)
     for node in cluster.safekeepers():
         if not running(node, patterns["safekeeper"]):
             cluster.start_process(node, "safekeeper")
@@ -266,7 +265,7 @@ def test_a_restarted_proxy_is_elected_in_a_higher_term(
 
     def elected_again() -> dict[str, Any] | None:
         status = cluster.proxy_status()
-        return status if status.get("elected") else None
+        return status if status.get("elected") and status.get("serving") else None
 
     after = eventually(elected_again, "a new election of the restarted proxy", 60)
     assert after["term"] > before["term"], (before["term"], after["term"])

@@ -154,3 +154,21 @@ def test_appends_end_where_a_message_of_postgres_ends(make_safekeepers) -> None:
     assert w.p.step("A", limit=2 * RECORD.size + 8) == 2 * RECORD.size  # two whole messages
     assert w.p.step("A", limit=8) == RECORD.size  # a message longer than the limit goes whole
     assert sks.status("A")["flush_lsn"] == lsn(4)
+
+
+def test_a_new_term_is_heard_from_its_announcement_on(make_safekeepers) -> None:
+    """A standby takes over once a quorum of safekeepers has heard from no proposer for 5 s. The
+    winner of a term is heard from its announcement on, so a third compute does not stand
+    against it while it brings its Postgres to the log (the users' 600 s run: two computes won
+    adjacent terms within a second). A vote alone does not count: its proposer may never win."""
+    import time
+
+    sks = make_safekeepers("term-history", 3)
+    p1 = Writer(sks, "P1").elect("A", "B", "C")
+    p1.write(1, "A", "B", "C")
+    time.sleep(0.5)
+    p2 = Writer(sks, "P2").elect("A", "B")
+    assert sks.status("A")["heard_ago"] >= 0.5  # voted, not yet announced
+    p2.p.attach("A")
+    assert sks.status("A")["heard_ago"] < 0.4
+    assert sks.status("B")["heard_ago"] >= 0.5
