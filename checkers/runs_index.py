@@ -60,6 +60,10 @@ _CHECKER = T.StructType(
             ),
         ),
         T.StructField("duration_s", T.DoubleType()),  # the stats checker's
+        # the availability checker's
+        T.StructField("worst_recovery_s", T.DoubleType()),
+        T.StructField("never_recovered", T.BooleanType()),
+        T.StructField("longest_gap_s", T.DoubleType()),
     ]
 )
 # config.json's fields and results.json's, which share no top-level key: one schema parses both.
@@ -104,6 +108,9 @@ class RunRow:
     seed: int | None = None
     time_limit: float | None = None
     duration_s: float | None = None
+    worst_recovery_s: float | None = None  # after a heal, to the first acknowledged write
+    never_recovered: bool = False  # after some heal no write was acknowledged again
+    longest_gap_s: float | None = None  # the longest stretch with no acknowledged write
     events: int | None = None
     verdict: str = "unknown"
     checked: bool = False
@@ -118,6 +125,13 @@ class RunRow:
     @property
     def exit_code(self) -> int:
         return {"valid": EXIT_VALID, "invalid": EXIT_INVALID}.get(self.verdict, EXIT_UNKNOWN)
+
+    @property
+    def recovery(self) -> str:
+        """The worst recovery after a heal, as the gate shows it."""
+        if self.never_recovered:
+            return "never"
+        return "" if self.worst_recovery_s is None else f"{self.worst_recovery_s:.1f}"
 
     @property
     def summary(self) -> str:
@@ -140,6 +154,9 @@ class RunRow:
             "seed": self.seed,
             "time_limit": self.time_limit,
             "duration_s": self.duration_s,
+            "worst_recovery_s": self.worst_recovery_s,
+            "never_recovered": self.never_recovered,
+            "longest_gap_s": self.longest_gap_s,
             "events": self.events,
             "verdict": self.verdict,
             "checked": self.checked,
@@ -273,6 +290,10 @@ def _row(run: Path, docs: dict[str, Any]) -> RunRow:
     for name, checker in (results.get("checkers") or {}).items():
         if checker.get("duration_s") is not None:
             row.duration_s = checker["duration_s"]
+        if name == "availability":
+            row.worst_recovery_s = checker.get("worst_recovery_s")
+            row.never_recovered = bool(checker.get("never_recovered"))
+            row.longest_gap_s = checker.get("longest_gap_s")
         if checker.get("valid") != "false":  # a valid checker's findings are allowed
             continue
         counts = checker.get("anomaly_counts") or {}

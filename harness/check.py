@@ -27,6 +27,7 @@ SEVERITY = [EXIT_INFRA, EXIT_BAD_INPUT, 1, 2, 0]
 MODES = ("safekeeper", "confirm-rollback")
 # The checkers whose verdict depends on the mode.
 MODE_CHECKERS = ("append", "set")
+AVAILABILITY = "availability"  # the checker that takes --max-recovery
 
 
 def worst(codes: list[int]) -> int:
@@ -58,7 +59,9 @@ def resolve(path: Path, workloads: list[str] | None, out: Path | None) -> Target
         names = workloads or config.get("workloads")
         if not names:
             raise BadInput(f"{path} has no {store.CONFIG}: say which workload with --workload")
-        params = config.get("workload_params", {})
+        params = dict(config.get("workload_params", {}))
+        if config.get("max_recovery") is not None:
+            params[AVAILABILITY] = {"max_recovery": config["max_recovery"]}
         return Target(history, out or path, names, params, config, run_mode(config, config_path))
     if not workloads:
         raise BadInput(f"{path} is a bare history: say which workload it is with --workload")
@@ -93,15 +96,19 @@ def analyze(
     console: Console,
     model: str | None = None,
     mode: str | None = None,
+    max_recovery: float | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline on one target and write results.json and report.html beside it.
 
     `model` overrides the consistency model the append checker holds the history to, `mode` the
-    run's mode (the contract the append and set checkers hold it to)."""
+    run's mode (the contract the append and set checkers hold it to), `max_recovery` the run's
+    bound on recovery after a heal."""
     from checkers.pipeline import analyze as run_pipeline
 
     if model is not None:
         target.params.setdefault("append", {})["model"] = model
+    if max_recovery is not None:
+        target.params[AVAILABILITY] = {"max_recovery": max_recovery}
     mode = mode or target.mode
     for name in MODE_CHECKERS:
         target.params.setdefault(name, {})["mode"] = mode
@@ -131,16 +138,17 @@ def check_paths(
     console: Console,
     model: str | None = None,
     mode: str | None = None,
+    max_recovery: float | None = None,
 ) -> int:
-    """Check each path, print its verdict and report path; return the worst exit code. `model`
-    and `mode`, when given, override each run's."""
+    """Check each path, print its verdict and report path; return the worst exit code. `model`,
+    `mode` and `max_recovery`, when given, override each run's."""
     from checkers.spark import start_spark
 
     if out is not None and len(paths) > 1:
         raise BadInput("--out takes one path to check; drop it to write beside each history")
     if len(paths) == 1:  # one path: its bad input is the whole answer (exit 254 via the CLI)
         target = resolve(paths[0], workloads, out)
-        results = analyze(start_spark(spark_master), target, console, model, mode)
+        results = analyze(start_spark(spark_master), target, console, model, mode, max_recovery)
         print_verdict(console, results, target.out_dir)
         return exit_code(results["valid"])
     spark = start_spark(spark_master)
@@ -148,7 +156,7 @@ def check_paths(
     for path in paths:
         try:
             target = resolve(path, workloads, out)
-            results = analyze(spark, target, console, model, mode)
+            results = analyze(spark, target, console, model, mode, max_recovery)
         except BadInput as e:
             console.print(f"[red]error:[/] {e}")
             codes.append(EXIT_BAD_INPUT)

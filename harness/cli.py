@@ -199,6 +199,14 @@ def cli() -> None:
     show_default=True,
     help="Seconds to let the cluster recover after healing, before the final reads.",
 )
+@click.option(
+    "--max-recovery",
+    type=float,
+    default=None,
+    help="Seconds free of faults the cluster may take to acknowledge a write again after a "
+    "fault heals (or in any stretch without a fault); beyond that the run is invalid "
+    "(slow-recovery, write-stall). Off by default; the figures are in every report.",
+)
 @store_option
 @click.option("--name", default=None, help="Test name (default: cluster-workloads-nemesis).")
 @click.option("--keep-cluster", is_flag=True, help="Leave the cluster up after the run.")
@@ -260,6 +268,7 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
         model=opts["model"],
         op_timeout=float(opts["op_timeout"]),  # type: ignore[arg-type]
         settle=float(opts["settle"]),  # type: ignore[arg-type]
+        max_recovery=opts["max_recovery"],  # type: ignore[arg-type]
         store=opts["store"],  # type: ignore[arg-type]
         name=opts["name"],  # type: ignore[arg-type]
         keep_cluster=bool(opts["keep_cluster"]),
@@ -297,6 +306,13 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
     "confirm-rollback (a write told it was rolled back must never appear); default: the run's, "
     "or safekeeper for a bare history.",
 )
+@click.option(
+    "--max-recovery",
+    type=float,
+    default=None,
+    help="Seconds free of faults a write may take to be acknowledged again after a heal "
+    "(slow-recovery, write-stall); default: the run's bound, or none.",
+)
 @spark_master_option("the analysis")
 def check(
     paths: tuple[Path, ...],
@@ -304,6 +320,7 @@ def check(
     out: Path | None,
     model: str | None,
     mode: str | None,
+    max_recovery: float | None,
     spark_master: str | None,
 ) -> None:
     """Re-check stored histories (run folders or history.jsonl files) without any cluster.
@@ -312,8 +329,10 @@ def check(
     """
     from harness.check import check_paths
 
+    if max_recovery is not None and max_recovery <= 0:
+        raise BadInput(f"--max-recovery must be positive, got {max_recovery:g}")
     names = split_names(workloads) if workloads else None
-    sys.exit(check_paths(list(paths), names, out, spark_master, console, model, mode))
+    sys.exit(check_paths(list(paths), names, out, spark_master, console, model, mode, max_recovery))
 
 
 @cli.command()

@@ -29,6 +29,7 @@ class RunConfig:
     model: str | None = None
     op_timeout: float = 5.0
     settle: float = 5.0
+    max_recovery: float | None = None  # seconds; past it a recovery makes the run invalid
     store: Path = Path("results")
     name: str | None = None
     keep_cluster: bool = False
@@ -50,6 +51,8 @@ class RunConfig:
             raise BadInput(f"--rate must be 0 (unlimited) or positive, got {self.rate:g}")
         if self.concurrency < 1:
             raise BadInput(f"--concurrency must be at least 1, got {self.concurrency}")
+        if self.max_recovery is not None and self.max_recovery <= 0:
+            raise BadInput(f"--max-recovery must be positive, got {self.max_recovery:g}")
         if self.op_timeout <= 0:
             raise BadInput(f"--op-timeout must be positive, got {self.op_timeout:g}")
         if self.isolation not in ISOLATION_LEVELS:

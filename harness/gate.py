@@ -64,8 +64,11 @@ def verdict_of(row: RunRow, errors: dict[Path, str]) -> str:
 
 def print_table(console: Console, rows: list[RunRow], errors: dict[Path, str]) -> None:
     table = Table(title=f"{len(rows)} run{'s' if len(rows) != 1 else ''}", title_justify="left")
-    for column in ("run", "cluster", "mode", "workload", "nemesis", "seed", "s", "verdict"):
-        table.add_column(column, justify="right" if column in ("seed", "s") else "left")
+    texts = ("run", "cluster", "mode", "workload", "nemesis")
+    # the seed, the run's seconds, its worst recovery after a heal, its longest write gap
+    figures = ("seed", "s", "recovery s", "no write s")
+    for column in (*texts, *figures, "verdict"):
+        table.add_column(column, justify="right" if column in figures else "left")
     table.add_column("anomalies", overflow="fold")
     counts: dict[str, int] = {}
     for row in rows:
@@ -80,6 +83,8 @@ def print_table(console: Console, rows: list[RunRow], errors: dict[Path, str]) -
             row.nemesis,
             "" if row.seed is None else str(row.seed),
             "" if row.duration_s is None else f"{row.duration_s:.0f}",
+            row.recovery,
+            "" if row.longest_gap_s is None else f"{row.longest_gap_s:.1f}",
             f"[{COLOURS[verdict]}]{verdict}[/]",
             errors.get(row.dir) or row.summary,
         )

@@ -135,6 +135,26 @@ def shade_faults(fig: go.Figure, windows: list[dict[str, Any]]) -> go.Figure:
     return fig
 
 
+def mark_recoveries(fig: go.Figure, availability: dict[str, Any]) -> go.Figure:
+    """After each heal, a red line near the top to the first acknowledged write (dotted to the
+    end of the writes when none came), labelled with the seconds while few enough to read."""
+    rows = [r for r in availability.get("windows") or [] if r.get("free_s") is not None]
+    line = {"type": "line", "xref": "x", "yref": "paper", "y0": 0.9, "y1": 0.9}
+    label = {"xref": "x", "yref": "paper", "y": 0.9, "showarrow": False, "yanchor": "bottom"}
+    shapes, labels = [], []
+    for r in rows:
+        end = r.get("first_write_s") or availability.get("writes_end_s") or r["end"]
+        style = {"color": "#c1121f", "dash": "solid" if r.get("first_write_s") else "dot"}
+        shapes.append(line | {"x0": r["end"], "x1": end, "line": style})
+        text = f"{r['recovery_s']:.1f} s" if r.get("recovery_s") is not None else "no write"
+        labels.append(label | {"x": r["end"], "xanchor": "left", "text": _plot_text(text)})
+    fig.update_layout(
+        shapes=[*fig.layout.shapes, *shapes],
+        annotations=[*fig.layout.annotations, *(labels if len(rows) <= LABELLED_FAULTS else [])],
+    )
+    return fig
+
+
 def _files(out_dir: Path) -> list[dict[str, Any]]:
     """Files of the run worth linking, relative to the report: the history, the configuration
     and results, then every file the run collected from the nodes (logs, control files, state)."""
@@ -229,10 +249,13 @@ def anomaly_id(checker: str, number: int) -> str:
 
 def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
     stats = results.get("checkers", {}).get("stats", {})
+    availability = results.get("checkers", {}).get("availability", {})
     windows = stats.get("fault_windows", [])
     figures = {
         "latency": shade_faults(latency_figure(stats.get("series", [])), windows).to_json(),
-        "rate": shade_faults(rate_figure(stats.get("rate", [])), windows).to_json(),
+        "rate": mark_recoveries(
+            shade_faults(rate_figure(stats.get("rate", [])), windows), availability
+        ).to_json(),
     }
     config = results.get("config") or {}
     timeline, links = _timeline(results, out_dir)
@@ -247,6 +270,7 @@ def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
         title=run_name(config, results, out_dir),
         checkers={k: v for k, v in results.get("checkers", {}).items() if k != "stats"},
         stats=stats,
+        availability=availability,
         counts=_counts_table(stats),
         config=config,
         summary=configuration(config, out_dir),

@@ -1,0 +1,204 @@
+"""Availability: how soon the cluster takes writes again after each fault heals, and the longest
+stretch of the run with no acknowledged write at all.
+
+A valid verdict on a cluster that served nothing for minutes would mislead, so every run gets
+these figures. With `max_recovery` (seconds), a run is invalid when, after a fault healed, that
+many seconds free of faults passed without an acknowledged write (`slow-recovery`, naming the
+fault), or when a stretch with no fault in place and no acknowledged write lasted longer than
+that (`write-stall`). Time under a later fault does not count: a fault may rightly keep writes
+out, and the bound is what the cluster needs once left alone.
+
+`analyse` is the judgment, on plain numbers (usable without Spark); `check` feeds it from the
+operations table.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from harness.history import NEMESIS
+
+NS_PER_S = 1e9
+WRITE_FS = ("transfer", "add")  # bank and set; an append txn writes when it appends
+
+
+@dataclass(frozen=True)
+class Window:
+    fault: str
+    start: float  # s
+    end: float  # s: the heal's completion
+    value: Any = None
+
+
+def covered(windows: list[Window], lo: float, hi: float) -> float:
+    """Seconds of [lo, hi] during which some fault was in place."""
+    inside = [w for w in windows if w.end > lo and w.start < hi]
+    spans = sorted((max(w.start, lo), min(w.end, hi)) for w in inside)
+    total, reach = 0.0, lo
+    for a, b in spans:
+        a = max(a, reach)
+        if b > a:
+            total += b - a
+            reach = b
+    return total
+
+
+def describe(w: Window) -> str:
+    """A fault as a person names it: its kind and its sides, targets or shape where recorded."""
+    value = w.value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = json.loads(value)
+    value = value if isinstance(value, dict) else {}
+    what = value.get("shape")
+    if isinstance(value.get("grudge"), dict) and len(parts := sides(value["grudge"])) > 1:
+        what = " | ".join(" ".join(part) for part in parts)
+    elif isinstance(value.get("targets"), list) and value["targets"]:
+        what = " ".join(map(str, value["targets"]))
+    return f"the {w.fault}" + (f" ({what})" if what else "")
+
+
+def sides(grudge: dict[str, list[str]]) -> list[list[str]]:
+    """The groups of nodes a partition's grudge leaves able to talk (a node cut from another
+    cannot talk to it either way); one group when the shape is not a clean split."""
+    nodes = sorted(set(grudge) | {n for cut in grudge.values() for n in cut})
+    group = {n: n for n in nodes}
+
+    def root(n: str) -> str:
+        while group[n] != n:
+            n = group[n]
+        return n
+
+    for a in nodes:
+        for b in nodes:
+            if a < b and b not in grudge.get(a, []) and a not in grudge.get(b, []):
+                group[root(a)] = root(b)
+    parts: dict[str, list[str]] = {}
+    for n in nodes:
+        parts.setdefault(root(n), []).append(n)
+    return sorted(parts.values(), key=len)
+
+
+def analyse(
+    writes: list[float],
+    windows: list[Window],
+    span: tuple[float, float] | None,
+    max_recovery: float | None = None,
+) -> dict[str, Any]:
+    """`writes`: completion times (s, ascending) of the acknowledged writes; `windows`: the faults;
+    `span`: when writes were being tried (first to last write invocation), None if never."""
+    result: dict[str, Any] = {
+        "valid": True,
+        "anomaly_types": [],
+        "anomalies": [],
+        "max_recovery_s": max_recovery,
+        "windows": [],
+        "worst_recovery_s": None,
+        "longest_gap_s": None,
+        "longest_gap": None,
+        "last_write_s": writes[-1] if writes else None,
+        "writes_end_s": span[1] if span else None,
+        "acked_writes": len(writes),
+        "acked_writes_per_s": None,
+    }
+    if span is None:
+        return result
+    first, last = span
+    if last > first:
+        result["acked_writes_per_s"] = len(writes) / (last - first)
+    for i, w in enumerate(sorted(windows, key=lambda w: w.start)):
+        row: dict[str, Any] = {"fault": w.fault, "start": w.start, "end": w.end}
+        if w.end >= last:  # healed when the writes had ended: nothing to measure
+            row["recovery_s"] = None
+            row["note"] = "the run's writes had ended"
+            result["windows"].append(row)
+            continue
+        k = bisect.bisect_left(writes, w.end)
+        after = writes[k] if k < len(writes) else None
+        until = after if after is not None else last
+        row["recovery_s"] = None if after is None else after - w.end
+        row["first_write_s"] = after
+        row["free_s"] = until - w.end - covered(windows, w.end, until)
+        result["windows"].append(row)
+        if after is None:
+            row["note"] = "no write was acknowledged after it"
+        if max_recovery is not None and row["free_s"] > max_recovery:
+            how = (
+                f"the first write acknowledged after it completed at {after:.1f} s"
+                if after is not None
+                else f"no write was acknowledged after it, to the end of the writes at {last:.1f} s"
+            )
+            result["anomalies"].append(
+                {
+                    "type": "slow-recovery",
+                    "window_ns": [w.start * NS_PER_S, until * NS_PER_S],
+                    "explanation": (
+                        f"{describe(w)} healed at {w.end:.1f} s; {how}: {row['free_s']:.1f} s "
+                        f"free of faults without a write, over the bound of {max_recovery:g} s"
+                    ),
+                    "window": i,
+                }
+            )
+    recoveries = [r["recovery_s"] for r in result["windows"] if r.get("free_s") is not None]
+    if recoveries:
+        never = any(r is None for r in recoveries)
+        result["worst_recovery_s"] = None if never else max(recoveries)
+        result["never_recovered"] = never
+    points = [first, *writes, last]
+    gaps = [(b - a, a, b) for a, b in itertools.pairwise(points) if b >= a]
+    if gaps:
+        length, a, b = max(gaps)
+        result["longest_gap_s"], result["longest_gap"] = length, [a, b]
+    if max_recovery is not None:
+        result["anomalies"] += _stalls(points, windows, max_recovery)
+    if result["anomalies"]:
+        result["valid"] = False
+        result["anomaly_types"] = sorted({a["type"] for a in result["anomalies"]})
+    return result
+
+
+def _stalls(points: list[float], windows: list[Window], bound: float) -> list[dict[str, Any]]:
+    """Stretches between acknowledged writes with no fault in place for longer than `bound`,
+    that no heal just before explains (those are slow recoveries, reported per fault)."""
+    heals = sorted(w.end for w in windows)
+    found = []
+    for a, b in itertools.pairwise(points):
+        if b - a <= bound or b - a - covered(windows, a, b) <= bound:
+            continue
+        if any(a <= h < b for h in heals):  # the free time follows a heal: a slow recovery
+            continue
+        found.append(
+            {
+                "type": "write-stall",
+                "window_ns": [a * NS_PER_S, b * NS_PER_S],
+                "explanation": (
+                    f"no write was acknowledged from {a:.1f} s to {b:.1f} s with no fault in "
+                    f"place, over the bound of {bound:g} s"
+                ),
+            }
+        )
+    return found
+
+
+def check(ops: Any, max_recovery: float | None = None) -> dict[str, Any]:
+    """The figures of a history's operations table (a Spark DataFrame)."""
+    from pyspark.sql import functions as F
+
+    from checkers.stats import fault_windows
+
+    txn_write = (F.col("f") == "txn") & F.coalesce(
+        F.col("invoke_value").contains('"append"'), F.lit(False)
+    )
+    writing = (F.col("process") != NEMESIS) & (F.col("f").isin(*WRITE_FS) | txn_write)
+    writes = ops.filter(writing)
+    span = writes.agg(F.min("invoke_time"), F.max("invoke_time")).collect()[0]
+    acked = writes.filter(F.col("type") == "ok").select("complete_time").toArrow()
+    times = sorted(t / NS_PER_S for t in acked.column(0).to_pylist() if t is not None)
+    windows = [Window(w["fault"], w["start"], w["end"], w.get("value")) for w in fault_windows(ops)]
+    bounds = None if span[0] is None else (span[0] / NS_PER_S, span[1] / NS_PER_S)
+    return analyse(times, windows, bounds, max_recovery)
