@@ -1,0 +1,179 @@
+"""The soak: the users' long runs on the correct safekeeper cluster, one row per mode and fault
+package, to show it stays correct and available for as long as they run it.
+
+Each row is one `harness run --time T --nemesis PACKAGE --mode MODE --max-recovery B` (the real
+command, one cluster at a time: a verdict is the point), read back from its run folder:
+
+- verdict and anomalies (the bound makes a slow recovery an anomaly too);
+- takeovers (a standby became primary) and elections (terms won), counted in the computes' logs,
+  and the safekeepers' last term: terms that climb far past the elections won mean duelling
+  candidates, elections far past the takeovers a compute that keeps standing and failing;
+- the worst recovery after a heal, the longest stretch without an acknowledged write, how long
+  before the end the last write was acknowledged, and acknowledged writes per second.
+
+Rows are appended to `--rows` (JSON lines) as each run ends, so a soak of hours can be read while
+it goes and resumed (rows already there are skipped). `--table` prints the table of a rows file.
+
+    nohup .venv/bin/python bench/soak.py [--time 600] [--modes safekeeper,confirm-rollback]
+        [--nemeses partition-majority,…] [--seed 0] [--max-recovery 30] > soak.log 2>&1 &
+    .venv/bin/python bench/soak.py --table [--rows results/soak/rows.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+HARNESS = ROOT / ".venv" / "bin" / "harness"
+NEMESES = (
+    "partition-majority",
+    "partition-primary",
+    "partition-ring",
+    "kill-primary",
+    "kill",
+    "pause",
+    "clock",
+    "packet",
+    "all",
+)
+MODES = ("safekeeper", "confirm-rollback")
+COLUMNS = (
+    ("mode", "mode"),
+    ("nemesis", "nemesis"),
+    ("seed", "seed"),
+    ("verdict", "verdict"),
+    ("anomalies", "anomalies"),
+    ("takeovers", "takeovers"),
+    ("elections", "elections"),
+    ("term", "last term"),
+    ("worst_recovery", "worst recovery s"),
+    ("longest_gap", "no write s"),
+    ("last_write_before_end", "last write before end s"),
+    ("writes_per_s", "writes/s"),
+    ("minutes", "run min"),
+)
+
+
+def run_one(mode: str, nemesis: str, args: argparse.Namespace) -> dict[str, Any]:
+    name = f"soak-{mode}-{nemesis}-s{args.seed}"
+    cmd = [
+        str(HARNESS), "run", "--nemesis", nemesis, "--mode", mode, "--time", str(args.time),
+        "--seed", str(args.seed), "--max-recovery", str(args.max_recovery),
+        "--store", str(args.store), "--name", name,
+    ]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    row: dict[str, Any] = {
+        "mode": mode,
+        "nemesis": nemesis,
+        "seed": args.seed,
+        "exit": done.returncode,
+        "minutes": round((time.monotonic() - started) / 60, 1),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    run = latest_run(args.store / name)
+    if run is None:
+        return row | {"verdict": "error", "anomalies": done.stderr.strip()[-300:]}
+    return row | {"run": str(run)} | read_run(run)
+
+
+def latest_run(test_dir: Path) -> Path | None:
+    runs = sorted(p for p in test_dir.glob("*") if p.is_dir()) if test_dir.is_dir() else []
+    return runs[-1] if runs else None
+
+
+def read_run(run: Path) -> dict[str, Any]:
+    """What a row shows of a finished run folder."""
+    out: dict[str, Any] = {}
+    results_path = run / "results.json"
+    if not results_path.exists():
+        return {"verdict": "not checked", "anomalies": f"no results.json in {run}"}
+    results = json.loads(results_path.read_text())
+    out["verdict"] = results.get("verdict")
+    found = []
+    for name, checker in (results.get("checkers") or {}).items():
+        if checker.get("valid") is False:
+            found += [f"{name}: {kind}" for kind in checker.get("anomaly_types") or []]
+    out["anomalies"] = "; ".join(found) or "none"
+    avail = (results.get("checkers") or {}).get("availability") or {}
+    worst = avail.get("worst_recovery_s")
+    out["worst_recovery"] = "never" if avail.get("never_recovered") else rounded(worst)
+    out["longest_gap"] = rounded(avail.get("longest_gap_s"))
+    last, end = avail.get("last_write_s"), avail.get("writes_end_s")
+    out["last_write_before_end"] = rounded(end - last) if None not in (last, end) else None
+    out["writes_per_s"] = rounded(avail.get("acked_writes_per_s"))
+    logs = list((run / "nodes").glob("*/harness/compute.log"))
+    text = [p.read_text(errors="replace") for p in logs]
+    out["takeovers"] = sum(t.count("taking over") for t in text)
+    out["elections"] = sum(t.count("elected in term") for t in text)
+    status_path = run / "nodes" / "cluster-status.json"
+    if status_path.exists():
+        status = json.loads(status_path.read_text())
+        terms = [n.get("term") for n in status.get("nodes", {}).values() if n.get("term")]
+        out["term"] = max(terms, default=None)
+    return out
+
+
+def rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table (README carries it)."""
+    head = "| " + " | ".join(title for _, title in COLUMNS) + " |"
+    rule = "|" + "|".join("---" for _ in COLUMNS) + "|"
+    lines = [head, rule]
+    for row in rows:
+        cells = ["" if row.get(key) is None else str(row[key]) for key, _ in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time", type=float, default=600.0, help="seconds of each run")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--nemeses", default=",".join(NEMESES))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-recovery", type=float, default=30.0, help="the bound, seconds")
+    parser.add_argument("--store", type=Path, default=ROOT / "results" / "soak")
+    parser.add_argument("--rows", type=Path, default=ROOT / "results" / "soak" / "rows.jsonl")
+    parser.add_argument("--table", action="store_true", help="print the rows file as a table")
+    args = parser.parse_args()
+    if args.table:
+        print(table(read_rows(args.rows)))
+        return 0
+    done = {(r["mode"], r["nemesis"], r["seed"]) for r in read_rows(args.rows)}
+    plan = [
+        (mode, nemesis)
+        for mode in args.modes.split(",")
+        for nemesis in args.nemeses.split(",")
+        if (mode, nemesis, args.seed) not in done
+    ]
+    print(f"{len(plan)} runs of {args.time:g} s, one at a time", flush=True)
+    for i, (mode, nemesis) in enumerate(plan, 1):
+        print(f"[{i}/{len(plan)}] {time.strftime('%H:%M')} {mode} {nemesis} …", flush=True)
+        row = run_one(mode, nemesis, args)
+        args.rows.parent.mkdir(parents=True, exist_ok=True)
+        with args.rows.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"    {row.get('verdict')}: {row.get('anomalies')}; worst recovery "
+              f"{row.get('worst_recovery')} s, {row.get('minutes')} min", flush=True)  # fmt: skip
+    print(table(read_rows(args.rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
