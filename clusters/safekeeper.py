@@ -50,6 +50,9 @@ max_wal_senders = 10
 max_replication_slots = 10
 wal_sender_timeout = 60s
 max_prepared_transactions = 100
+# A rebuilt compute has no replication slot until it runs: the recent segments must outlive a
+# restart's checkpoint, so that its proxy can stream from just before the VCL it won.
+wal_keep_size = 256MB
 """
 
 

@@ -52,6 +52,7 @@ LEASE_SHARE = 0.6  # of failover_after: the old primary stops before a standby m
 STUCK_AFTER = 60.0  # seconds a standby may replay without becoming consistent before a rebuild
 CHECK_SPAN = 16 << 20  # bytes of WAL before min(Postgres's end, VCL) compared with the log
 STALL_LIMIT = 64  # backends waiting for the quorum at once before Postgres is stopped
+FAILED_SESSIONS = 3  # terms won at one VCL whose stream failed before serving: stand down
 WATCH_INTERVAL = 1.0
 HBA = """# Written by the compute agent: remote clients only while this compute serves as primary.
 local   all          all                 trust
@@ -104,6 +105,7 @@ class Agent:
         self.consistent_now = False
         self.limbo: Limbo | None = None
         self.last_note = ""
+        self.failed_at = (0, 0)  # a VCL, and how many sessions at it failed before serving
 
     def note(self, message: str, *args: Any) -> None:
         """Log a waiting state once, not at every poll."""
@@ -147,6 +149,7 @@ class Agent:
         self.write_hba(open_=True)
         self._pg(f"pg_ctl -D {self.cfg.pgdata} reload")
         self.serving = True
+        self.failed_at = (0, 0)
         log.info("the quorum holds Postgres's WAL to %s: serving clients", wire.lsn_str(lsn))
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
@@ -355,7 +358,10 @@ class Agent:
             self.stop_postgres("immediate")
         except (NoQuorum, StreamError, Stalled) as e:
             log.warning("%s: stopping Postgres; standing again when it is this compute's turn", e)
+            served = self.serving
             self.stop_postgres("immediate")
+            if isinstance(e, StreamError) and not served:
+                self.count_failure(p.vcl, e)
         except BaseException:
             self.stop_postgres("immediate")
             raise
@@ -413,6 +419,18 @@ class Agent:
         if end is None:
             raise Divergent(f"pg_waldump finds no WAL record from {wire.lsn_str(redo)} on")
         return end
+
+    def count_failure(self, vcl: int, error: Exception) -> None:
+        """A stream that failed before serving, again at the same VCL, will fail at the next
+        term too: stand down rather than let terms climb without the log moving."""
+        last, count = self.failed_at
+        count = count + 1 if last == vcl else 1
+        self.failed_at = (vcl, count)
+        if count >= FAILED_SESSIONS:
+            self.failed_at = (0, 0)
+            self.mark_divergent(
+                f"{count} terms won at VCL {wire.lsn_str(vcl)} ended before serving ({error})"
+            )
 
     def mark_divergent(self, reason: str) -> None:
         log.warning("%s: standing down; no election until this compute is rebuilt", reason)

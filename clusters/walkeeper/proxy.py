@@ -33,6 +33,9 @@ HEARTBEAT = 1.0
 RETRY = 0.5
 FEEDBACK_INTERVAL = 1.0
 OVERLAP = 8192  # bytes before VCL that Postgres's stream must repeat at every session start
+# What Postgres answers when its WAL cannot give the stream from just before VCL: it does not
+# reach VCL, or it no longer holds the segment (no retry changes either)
+CANNOT_CONTINUE = ("ahead of the WAL flush position", "has already been removed")
 
 
 class LogMismatch(StreamError):
@@ -160,18 +163,18 @@ class Session:
             self.overlap = Overlap(start, vcl, p.read_log(start, vcl) if start < vcl else b"")
             try:
                 pg.start(self.slot, start, system.timeline)
+                self.ready_at = system.xlogpos
+                log.info(
+                    "streaming from Postgres at %s (VCL %s, Postgres's WAL ends at %s)",
+                    wire.lsn_str(start),
+                    wire.lsn_str(vcl),
+                    wire.lsn_str(system.xlogpos),
+                )
+                self.pump(pg)
             except StreamError as e:
-                if "ahead of the WAL flush position" in str(e):
-                    raise LogMismatch(f"Postgres does not reach the log's VCL: {e}") from e
+                if any(sign in str(e) for sign in CANNOT_CONTINUE):
+                    raise LogMismatch(f"Postgres cannot stream the log from its VCL: {e}") from e
                 raise
-            self.ready_at = system.xlogpos
-            log.info(
-                "streaming from Postgres at %s (VCL %s, Postgres's WAL ends at %s)",
-                wire.lsn_str(start),
-                wire.lsn_str(vcl),
-                wire.lsn_str(system.xlogpos),
-            )
-            self.pump(pg)
         finally:
             self.close()
             pg.close()
