@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-HARNESS = ROOT / ".venv" / "bin" / "harness"
+HARNESS = Path(sys.executable).parent / "harness"  # the one installed beside this Python
 NEMESES = (
     "partition-majority",
     "partition-primary",
