@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 from pathlib import Path
@@ -79,6 +80,7 @@ def test_rows_say_what_ran_and_what_was_found(spark: SparkSession, store: Path) 
     )
     assert valid.started == datetime(2026, 11, 21, 10, 0, 0)
     assert valid.duration_s is not None and valid.events == 14
+    assert valid.longest_gap_s is not None and valid.recovery == ""  # no fault, no recovery
 
     bad = rows["safekeeper-set-kill/20261121T110000"]
     assert (bad.verdict, bad.exit_code, bad.mode, bad.seed) == ("invalid", 1, "confirm-rollback", 7)
@@ -103,3 +105,19 @@ def test_a_folder_not_named_by_its_start_is_dated_by_its_files(tmp_path: Path) -
 
 def test_no_runs_no_spark_job(spark: SparkSession) -> None:
     assert build_index(spark, []) == []
+
+
+def test_a_run_that_never_recovered_says_so(spark: SparkSession, tmp_path: Path) -> None:
+    """The gate's recovery column: the worst recovery after a heal, or `never`."""
+    run = make_run(tmp_path, "safekeeper-set-kill", "20261121T100000")
+    check(spark, run)
+    results = json.loads((run / "results.json").read_text())
+    availability = results["checkers"]["availability"]
+    availability |= {"worst_recovery_s": 4.25, "never_recovered": False}
+    (run / "results.json").write_text(json.dumps(results))
+    (row,) = build_index(spark, [run])
+    assert (row.worst_recovery_s, row.recovery) == (4.25, "4.2")
+    availability |= {"worst_recovery_s": None, "never_recovered": True}
+    (run / "results.json").write_text(json.dumps(results))
+    (row,) = build_index(spark, [run])
+    assert row.recovery == "never" and row.to_json()["never_recovered"] is True
