@@ -2,8 +2,8 @@
 
 This module is the registry: which checkers judge each workload's operations, and the checker
 functions. Every checker is `check(ops, **params) -> dict` over the operations table, with at
-least `valid`, `anomaly_types` and `anomalies`. `stats` and `availability` run on every history,
-over all workloads.
+least `valid`, `anomaly_types` and `anomalies`. `stats`, `availability` and `cluster-state` (the
+cluster's own polls, beside the history) run on every history, over all workloads.
 A workload may have a table the store builds beside the operations table when the driver reads
 the history itself: `store(its operations as Arrow, path) -> bool` (False: not built); those of
 its checkers that take a parameter OWN_TABLE get it then, read by Spark.
@@ -15,7 +15,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from checkers import append, append_micro_ops, availability, bank, sets, split_brain, stats
+from checkers import (
+    append,
+    append_micro_ops,
+    availability,
+    bank,
+    cluster_state,
+    sets,
+    split_brain,
+    stats,
+)
 
 Checker = Callable[..., dict[str, Any]]
 
@@ -29,13 +38,15 @@ CHECKERS: dict[str, Checker] = {
     "append": append.check,
     "availability": availability.check,
     "bank": bank.check,
+    "cluster-state": cluster_state.check,
     "set": sets.check,
     "split-brain": split_brain.check,
     "stats": stats.check,
 }
 
 STATS = "stats"
-ALWAYS = (STATS, "availability")  # run on every history, over all workloads
+CLUSTER_STATE = "cluster-state"  # takes the run's polls file (`polls`)
+ALWAYS = (STATS, "availability", CLUSTER_STATE)  # run on every history, over all workloads
 
 OWN_TABLE = "by_key"
 WORKLOAD_TABLES: dict[str, Callable[[pa.Table, Path], bool]] = {

@@ -134,6 +134,13 @@ class ClusterKind(ABC):
     def status(self) -> dict[str, Any]:
         """What an operator would look at: per node, is it up, its role and positions."""
 
+    def poll(self) -> dict[str, dict[str, Any]]:
+        """What each node says of itself now, cheaply enough to ask about once a second during
+        a run (who serves, in which term; terms and LSNs): the harness records it beside the
+        history and the cluster-state checker holds it to the kind's promises. A node that
+        does not answer is left out; {} for a kind with nothing to say."""
+        return {}
+
     @abstractmethod
     def collect(self, dest: Path) -> None:
         """Copy every node's logs and state files into `dest/<node>/`."""

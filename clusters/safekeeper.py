@@ -11,7 +11,10 @@ through Postgres, the daemons' logs and files, and `python3 -m walkeeper status`
 from __future__ import annotations
 
 import json
+import socket
+import struct
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from clusters.walkeeper.limbo import MODES
 from harness.errors import BadInput
 
 DAEMONS = Path(__file__).parent / "walkeeper"
+FRAME = struct.Struct(">II")  # the daemons' framing: header and payload lengths
 INSTALL = "/opt/walkeeper"
 SK_PORT = 7676
 PROXY_PORT = 7677
@@ -58,6 +62,7 @@ wal_keep_size = 256MB
 
 class SafekeeperCluster(ClusterKind):
     name = "safekeeper"
+    _addresses: dict[str, tuple[str, int]] | None = None  # the daemons' status ports, once known
     cli_options = (
         KindOption(
             "safekeepers", int, f"Number of safekeeper nodes (default {DEFAULT_SAFEKEEPERS})."
@@ -135,7 +140,8 @@ class SafekeeperCluster(ClusterKind):
             f"starting {count} nodes on {self.backend.name}: n1…n{computes} computes, "
             f"n{computes + 1}…n{count} safekeepers"
         )
-        nodes = self.backend.up(self.cluster, count, [pg.PORT])
+        # the daemons' status ports too: the harness polls them during a run
+        nodes = self.backend.up(self.cluster, count, [pg.PORT, SK_PORT, PROXY_PORT])
         for node in nodes:
             install(node)
         say(f"starting {count - computes} safekeepers ({self.variant})")
@@ -297,6 +303,33 @@ class SafekeeperCluster(ClusterKind):
             "nodes": nodes,
         }
 
+    def poll(self) -> dict[str, dict[str, Any]]:
+        """Each compute's role, whether it serves and in which term; each safekeeper's term,
+        term history, flush and commit LSN: from the daemons' status ports, all at once."""
+        if self._addresses is None:
+            ports = {n.name: PROXY_PORT for n in self.computes()}
+            ports |= {n.name: SK_PORT for n in self.safekeepers()}
+            self._addresses = {n.name: n.endpoint(ports[n.name]) for n in self.nodes}
+        addresses = self._addresses
+        with ThreadPoolExecutor(len(addresses)) as pool:
+            states = dict(zip(addresses, pool.map(ask_status, addresses.values()), strict=True))
+        computes = {n.name for n in self.computes()}
+        polled: dict[str, dict[str, Any]] = {}
+        for name, state in states.items():
+            if not state.get("ok"):
+                continue
+            if name in computes:
+                polled[name] = {
+                    "role": state.get("role"),
+                    "serving": bool(state.get("serving")),
+                    "term": state.get("term") if state.get("elected") else None,
+                }
+            else:
+                polled[name] = {
+                    key: state.get(key) for key in ("term", "history", "flush_lsn", "commit_lsn")
+                }
+        return polled
+
     def collect(self, dest: Path) -> None:
         for node in self.nodes:
             target = dest / node.name
@@ -347,6 +380,32 @@ def install(node: Node) -> None:
     """Copy the daemon package onto the node (every run: the node's copy is never stale)."""
     for path in sorted(DAEMONS.glob("*.py")):
         node.put_file(f"{INSTALL}/walkeeper/{path.name}", path.read_bytes())
+
+
+def ask_status(address: tuple[str, int], timeout: float = 1.0) -> dict[str, Any]:
+    """A daemon's status over its own protocol (two big-endian lengths, a JSON header, a
+    payload), as an operator's probe asks it; {} when it does not answer in time."""
+    request = json.dumps({"type": "status"}).encode()
+    try:
+        with socket.create_connection(address, timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(FRAME.pack(len(request), 0) + request)
+            head, payload = FRAME.unpack(_exactly(sock, FRAME.size))
+            reply = json.loads(_exactly(sock, head))
+            _exactly(sock, payload)
+    except (OSError, ValueError, struct.error):
+        return {}
+    return reply if isinstance(reply, dict) else {}
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("the daemon closed the connection")
+        data += chunk
+    return bytes(data)
 
 
 def daemon_status(node: Node, port: int) -> dict[str, Any]:

@@ -28,6 +28,7 @@ MODES = ("safekeeper", "confirm-rollback")
 # The checkers whose verdict depends on the mode.
 MODE_CHECKERS = ("append", "set")
 AVAILABILITY = "availability"  # the checker that takes --max-recovery
+CLUSTER_STATE = "cluster-state"  # the checker that reads the run's polls of the cluster
 
 
 def worst(codes: list[int]) -> int:
@@ -62,6 +63,8 @@ def resolve(path: Path, workloads: list[str] | None, out: Path | None) -> Target
         params = dict(config.get("workload_params", {}))
         if config.get("max_recovery") is not None:
             params[AVAILABILITY] = {"max_recovery": config["max_recovery"]}
+        if (path / store.POLLS).is_file():
+            params[CLUSTER_STATE] = {"polls": str(path / store.POLLS)}
         return Target(history, out or path, names, params, config, run_mode(config, config_path))
     if not workloads:
         raise BadInput(f"{path} is a bare history: say which workload it is with --workload")

@@ -23,6 +23,7 @@ from harness import store
 from harness.config import RunConfig
 from harness.generator import Generator, Pacer
 from harness.history import HistoryWriter
+from harness.polls import PollRecorder
 from harness.progress import Progress
 from nemesis.base import Nemesis
 from workloads import build as build_workloads
@@ -104,11 +105,19 @@ class Runner:
             store.write_json(run_dir / store.CONFIG, config)
             with HistoryWriter(run_dir / store.HISTORY) as history:
                 faults = nemesis.build(cfg.nemesis, kind, history, cfg.seed, cfg.nemesis_interval)
-                self._run_clients(endpoints, history, faults)
-                self._heal(kind, faults)
-                self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
-                time.sleep(cfg.settle)
-                self._final_reads(endpoints[0], history)
+                polls = PollRecorder(kind.poll, history.now, run_dir / store.POLLS)
+                polling = threading.Event()
+                poller = threading.Thread(target=polls.run, args=(polling,), name="polls")
+                poller.start()
+                try:
+                    self._run_clients(endpoints, history, faults)
+                    self._heal(kind, faults)
+                    self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
+                    time.sleep(cfg.settle)
+                    self._final_reads(endpoints[0], history)
+                finally:
+                    polling.set()
+                    poller.join()
             kind.collect(run_dir / store.NODES)
             return RunResult(run_dir)
         except KeyboardInterrupt:

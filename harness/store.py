@@ -14,6 +14,7 @@ RESULTS = "results.json"
 REPORT = "report.html"
 OPS = "ops.parquet"
 NODES = "nodes"
+POLLS = "cluster.jsonl"  # the cluster's account of itself during the run (harness/polls.py)
 
 
 def new_run_dir(store: Path, test_name: str) -> Path:

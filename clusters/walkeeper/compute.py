@@ -106,6 +106,7 @@ class Agent:
         self.limbo: Limbo | None = None
         self.last_note = ""
         self.failed_at = (0, 0)  # a VCL, and how many sessions at it failed before serving
+        self.lease: tuple[Proposer, float] | None = None  # the leading term's proposer and lease
 
     def note(self, message: str, *args: Any) -> None:
         """Log a waiting state once, not at every poll."""
@@ -314,6 +315,7 @@ class Agent:
         )
         session = Session(conninfo, self.cfg.slot, p, lease, self.open_gate)
         STATUS.proposer = p
+        self.lease = (p, lease) if lease else None
         limbo = None
         keep_serving = bugs.on("deposed-primary-serves") and self.serving and not from_standby
         try:
@@ -490,11 +492,22 @@ class Agent:
             return
         raise RuntimeError(f"no base backup from {', '.join(sources)}")
 
+    def serves(self) -> bool:
+        """Whether Postgres may serve right now: the gate is open and, with a lease, a quorum
+        answered within it (asked after a pause, this is false before the agent has caught up
+        with what the pause did)."""
+        if not self.serving:
+            return False
+        if self.lease is None:
+            return True
+        proposer, lease = self.lease
+        return proposer.quorum_silent_for() <= lease
+
     def report(self) -> dict[str, Any]:
         state = {
             "compute": self.cfg.name,
             "role": self.role,
-            "serving": self.serving,
+            "serving": self.serves(),
             "consistent": self.role == "standby" and self.consistent_now,
             "takeovers": self.takeovers,
             "elections": self.elections,

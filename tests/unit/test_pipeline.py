@@ -40,7 +40,7 @@ def test_a_mixed_history_is_split_by_workload_and_the_table_rewritten(
     result = analyze(spark, history, out, ["bank", "set"], BANK)
     assert (result["valid"], result["verdict"], result["notes"]) == (True, "valid", [])
     assert result["history"] == {"path": str(history), "events": 7}
-    assert sorted(result["checkers"]) == ["availability", "bank", "set", "stats"]
+    assert sorted(result["checkers"]) == ["availability", "bank", "cluster-state", "set", "stats"]
     assert result["checkers"]["bank"]["read_count"] == 1
     assert result["checkers"]["set"]["read_count"] == 1
     assert result["checkers"]["set"]["stable_count"] == 1
@@ -84,7 +84,13 @@ def test_an_append_history_without_dependencies_is_unknown(
     )
     result = analyze(spark, history, tmp_path, ["append"], {})
     assert (result["valid"], result["verdict"]) == ("unknown", "unknown")
-    assert sorted(result["checkers"]) == ["append", "availability", "split-brain", "stats"]
+    assert sorted(result["checkers"]) == [
+        "append",
+        "availability",
+        "cluster-state",
+        "split-brain",
+        "stats",
+    ]
     assert result["checkers"]["append"]["anomaly_types"] == ["empty-transaction-graph"]
     assert result["notes"] == [
         "the history also has operations of workload bank, which was not asked for and not checked",
@@ -113,4 +119,5 @@ def test_each_step_is_announced_as_it_begins(
         "the set checker",
         "the stats checker",
         "the availability checker",
+        "the cluster-state checker",
     ]

@@ -1,0 +1,97 @@
+"""The cluster's own polls held to its promises: one serving compute at a time, and no term that
+starts below WAL already committed. The numbers of the second case are a run's with
+`--bug recover-lowest` (n4 had reported 0/5046C00 committed; term 4 started at 0/50455F0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checkers.cluster_state import analyse, check, read_rounds
+
+S = 1_000_000_000
+
+
+def compute(serving: bool, term: int | None, role: str = "primary") -> dict:
+    return {"role": role, "serving": serving, "term": term}
+
+
+def safekeeper(term: int, history: list[list[int]], commit: int, flush: int = 0) -> dict:
+    return {"term": term, "history": history, "commit_lsn": commit, "flush_lsn": flush or commit}
+
+
+def test_one_serving_compute_at_a_time_is_valid_and_its_takeovers_listed() -> None:
+    rounds = [
+        {"time": 1 * S, "nodes": {"n1": compute(True, 1), "n2": compute(False, None, "standby")}},
+        {"time": 2 * S, "nodes": {"n2": compute(False, None, "standby")}},  # n1 cut off
+        {"time": 9 * S, "nodes": {"n1": compute(False, None, "candidate"), "n2": compute(True, 2)}},
+    ]
+    result = analyse(rounds)
+    assert result["valid"] is True and result["rounds"] == 3
+    assert result["takeovers"] == [
+        {"time_s": 1.0, "node": "n1", "term": 1},
+        {"time_s": 9.0, "node": "n2", "term": 2},
+    ]
+
+
+def test_two_computes_serving_at_once_are_two_primaries() -> None:
+    rounds = [
+        {"time": 1 * S, "nodes": {"n1": compute(True, 5), "n2": compute(True, 6)}},
+        {"time": 2 * S, "nodes": {"n1": compute(True, 5), "n2": compute(True, 6)}},  # same episode
+        {"time": 3 * S, "nodes": {"n1": compute(False, None), "n2": compute(True, 6)}},
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["two-primaries"]
+    (anomaly,) = result["anomalies"]
+    assert anomaly["nodes"] == ["n1", "n2"]
+    assert "n1 (term 5), n2 (term 6) each said it serves clients" in anomaly["explanation"]
+
+
+def test_a_term_started_below_committed_wal_is_found() -> None:
+    h3 = [[1, 0x1000000], [2, 0x30BDEA0], [3, 0x30F5138]]
+    rounds = [
+        {
+            "time": 60 * S,
+            "nodes": {
+                "n3": safekeeper(3, h3, 0x5046000),
+                "n4": safekeeper(3, h3, 0x5046C00),
+                "n5": safekeeper(3, h3, 0x50455F0),
+            },
+        },
+        {
+            "time": 62 * S,
+            "nodes": {
+                "n3": safekeeper(4, [*h3, [4, 0x50455F0]], 0x5046000, 0x5050000),
+                "n4": safekeeper(4, h3, 0x5046C00),  # refused to truncate
+                "n5": safekeeper(4, [*h3, [4, 0x50455F0]], 0x50455F0, 0x5050000),
+            },
+        },
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["term-below-commit"]
+    assert result["anomalies"][0]["explanation"].startswith(
+        "term 4 starts at 0/50455F0 (n3's term history at 62.0 s), below 0/5046C00, which n4 "
+        "reported committed at 60.0 s"
+    )
+    assert result["max_term"] == 4 and result["terms_seen"] == 4
+
+
+def test_a_term_that_starts_at_the_committed_wal_or_past_it_is_valid() -> None:
+    h = [[1, 0x1000000]]
+    rounds = [
+        {"time": 1 * S, "nodes": {"n3": safekeeper(1, h, 0x2000000)}},
+        {"time": 2 * S, "nodes": {"n3": safekeeper(2, [*h, [2, 0x2000000]], 0x2100000)}},
+        # the new term's own commits come with its entry: never compared with its start
+        {
+            "time": 3 * S,
+            "nodes": {"n3": safekeeper(3, [*h, [2, 0x2000000], [3, 0x2200000]], 0x2300000)},
+        },
+    ]
+    assert analyse(rounds)["valid"] is True
+
+
+def test_the_polls_file_is_read_up_to_a_line_cut_off_by_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.jsonl"
+    path.write_text('{"time": 1, "nodes": {"n1": {"serving": true}}}\n{"time": 2, "nod')
+    assert read_rounds(path) == [{"time": 1, "nodes": {"n1": {"serving": True}}}]
+    assert check(None, str(path))["rounds"] == 1
+    assert check(None, None) == {"valid": True, "anomaly_types": [], "anomalies": [], "rounds": 0}
