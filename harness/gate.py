@@ -89,7 +89,7 @@ def print_table(console: Console, rows: list[RunRow], errors: dict[Path, str]) -
             errors.get(row.dir) or row.summary,
         )
     if not console.is_terminal:  # a CI log: rich would fold the table into 80 columns
-        console = Console(file=console.file, width=max(console.width, 160), highlight=False)
+        console = Console(file=console.file, width=max(console.width, 200), highlight=False)
     console.print(table)
     console.print(", ".join(f"[{COLOURS[v]}]{n} {v}[/]" for v, n in sorted(counts.items())))
 
