@@ -5,9 +5,10 @@ Each row is one `harness run --time T --nemesis PACKAGE --mode MODE --max-recove
 command, one cluster at a time: a verdict is the point), read back from its run folder:
 
 - verdict and anomalies (the bound makes a slow recovery an anomaly too);
-- takeovers (a standby became primary) and elections (terms won), counted in the computes' logs,
-  and the safekeepers' last term: terms that climb far past the elections won mean duelling
-  candidates, elections far past the takeovers a compute that keeps standing and failing;
+- takeovers (another compute began to serve, as the cluster-state polls saw it), elections
+  (terms won, counted in the computes' logs) and the safekeepers' last term: terms that climb
+  far past the elections won mean duelling candidates, elections far past the takeovers a
+  compute that keeps standing and failing;
 - the worst recovery after a heal, the longest stretch without an acknowledged write, how long
   before the end the last write was acknowledged, and acknowledged writes per second.
 
@@ -110,7 +111,11 @@ def read_run(run: Path) -> dict[str, Any]:
     out["writes_per_s"] = rounded(avail.get("acked_writes_per_s"))
     logs = list((run / "nodes").glob("*/harness/compute.log"))
     text = [p.read_text(errors="replace") for p in logs]
-    out["takeovers"] = sum(t.count("taking over") for t in text)
+    state = (results.get("checkers") or {}).get("cluster-state") or {}
+    if state.get("rounds"):  # the serving compute changed: what users call a failover
+        out["takeovers"] = len(state.get("takeovers") or [])
+    else:
+        out["takeovers"] = sum(t.count("taking over") for t in text)
     out["elections"] = sum(t.count("elected in term") for t in text)
     status_path = run / "nodes" / "cluster-status.json"
     if status_path.exists():
