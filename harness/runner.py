@@ -10,6 +10,7 @@ import contextlib
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from harness import store
 from harness.config import RunConfig
 from harness.generator import Generator, Pacer
 from harness.history import HistoryWriter
+from harness.inflight import InFlight, Op, RunOver
 from harness.polls import PollRecorder
 from harness.progress import Progress
 from nemesis.base import Nemesis
@@ -31,6 +33,7 @@ from workloads.base import Workload, WorkloadOptions
 from workloads.clients import Client, client_for
 
 FINAL_READ_DEADLINE = 60.0
+FINAL = "final reads"  # the final reads' key among the operations in flight
 SETUP_DEADLINE = 60.0
 
 
@@ -40,25 +43,28 @@ class RunResult:
     interrupted: bool = False
 
 
-def record(
-    history: HistoryWriter,
-    process: int,
-    type_: str,
-    f: str,
-    value: Any,
-    node: str,
-    workload: str,
-    error: str | None = None,
-) -> None:
-    """Append one client event, fields in the order people read them."""
-    extra = {"error": error} if error else {}
-    history.append(
-        process=process, type=type_, f=f, value=value, node=node, workload=workload, **extra
-    )
-
-
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def shielded(console: Console) -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait while the run heals and tears down: a second one must not leave a
+    fault or a node behind (the first already ends the run)."""
+    told = False
+
+    def hold(signum: int, frame: Any) -> None:
+        nonlocal told
+        if not told:
+            console.print("[yellow]still healing and tearing down: it ends in a moment[/]")
+            told = True
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Runner:
@@ -77,6 +83,7 @@ class Runner:
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
         self.stop = threading.Event()
         self.run_dir: Path | None = None  # once the run has its folder
+        self.workers: list[threading.Thread] = []
 
     def _client(self, ep: Endpoint) -> Client:
         return client_for(ep, self.cfg.isolation, self.cfg.op_timeout)
@@ -103,32 +110,55 @@ class Runner:
             endpoints = kind.endpoints()
             config["versions"] = self._setup_workloads(endpoints[0])
             store.write_json(run_dir / store.CONFIG, config)
+            interrupted = False
             with HistoryWriter(run_dir / store.HISTORY) as history:
+                inflight = InFlight(history)
                 faults = nemesis.build(cfg.nemesis, kind, history, cfg.seed, cfg.nemesis_interval)
                 polls = PollRecorder(kind.poll, history.now, run_dir / store.POLLS)
                 polling = threading.Event()
                 poller = threading.Thread(target=polls.run, args=(polling,), name="polls")
                 poller.start()
                 try:
-                    self._run_clients(endpoints, history, faults)
+                    self._run_clients(endpoints, inflight, faults)
                     self._heal(kind, faults)
                     self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
                     time.sleep(cfg.settle)
-                    self._final_reads(endpoints[0], history)
+                    self._final_reads(endpoints[0], inflight)
+                except KeyboardInterrupt:
+                    interrupted = True
+                    with shielded(self.console):
+                        self._wind_down(kind, faults, inflight)
                 finally:
                     polling.set()
                     poller.join()
+            if interrupted:
+                return RunResult(run_dir, interrupted=True)
             kind.collect(run_dir / store.NODES)
             return RunResult(run_dir)
         except KeyboardInterrupt:
-            self.stop.set()
             self.console.print("[yellow]interrupted: healing and tearing down[/]")
             return RunResult(run_dir, interrupted=True)
         finally:
-            self.stop.set()
-            self._heal(kind, faults)
-            self._teardown(kind)
+            with shielded(self.console):
+                self.stop.set()
+                self._heal(kind, faults)
+                self._teardown(kind)
             signal.signal(signal.SIGTERM, previous)
+
+    def _wind_down(self, kind: ClusterKind, faults: Nemesis, inflight: InFlight) -> None:
+        """After Ctrl-C while the history is open: stop the workers, heal (recorded), give the
+        operations in flight one timeout to end, and record those still going as `info`."""
+        self.console.print(
+            "[yellow]interrupted: healing, then waiting for the operations in flight[/]"
+        )
+        self.stop.set()
+        self._heal(kind, faults)
+        deadline = time.monotonic() + self.cfg.op_timeout + 2
+        for t in self.workers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        left = inflight.abandon("interrupted: the run ended before the operation did")
+        if left:
+            self.console.print(f"[dim]{left} operations still in flight recorded as info[/]")
 
     def _setup_workloads(self, ep: Endpoint) -> dict[str, str]:
         """Create the workloads' tables, retrying while the cluster finishes starting; return
@@ -142,9 +172,7 @@ class Runner:
         wait_until("creating the workloads' tables", attempt, SETUP_DEADLINE, every=1.0)
         return versions
 
-    def _run_clients(
-        self, endpoints: list[Endpoint], history: HistoryWriter, faults: Nemesis
-    ) -> None:
+    def _run_clients(self, endpoints: list[Endpoint], inflight: InFlight, faults: Nemesis) -> None:
         cfg = self.cfg
         generator = Generator(self.workloads, cfg.seed)
         pacer = Pacer(cfg.rate)
@@ -152,17 +180,18 @@ class Runner:
         threads = [
             threading.Thread(
                 target=self._worker,
-                args=(i, endpoints[i % len(endpoints)], generator, pacer, by_name, history),
+                args=(i, endpoints[i % len(endpoints)], generator, pacer, by_name, inflight),
                 name=f"worker-{i}",
                 daemon=True,
             )
             for i in range(cfg.concurrency)
         ]
+        self.workers = list(threads)
         threads.append(threading.Thread(target=faults.run, args=(self.stop,), name="nemesis"))
         for t in threads:
             t.start()
         deadline = time.monotonic() + cfg.time_limit
-        with Progress(self.console, cfg.time_limit, history.counts) as progress:
+        with Progress(self.console, cfg.time_limit, inflight.history.counts) as progress:
             while time.monotonic() < deadline:
                 time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
                 progress.tick()
@@ -179,7 +208,7 @@ class Runner:
         generator: Generator,
         pacer: Pacer,
         workloads: dict[str, Workload],
-        history: HistoryWriter,
+        inflight: InFlight,
     ) -> None:
         """One logical client: after an indeterminate result it becomes a new process (Jepsen)."""
         process = index
@@ -187,19 +216,22 @@ class Runner:
         try:
             while pacer.wait(self.stop):
                 op = generator.next()
-                record(history, process, "invoke", op.f, op.value, ep.node, op.workload)
+                inflight.invoke(index, Op(process, op.f, op.value, ep.node, op.workload))
                 done = client.run(workloads[op.workload], op.f, op.value)
                 node = client.node or ep.node
-                record(history, process, done.type, op.f, done.value, node, op.workload, done.error)
+                if not inflight.complete(index, done.type, done.value, node, done.error):
+                    return  # the run ended first and recorded it as info
                 if done.type == "info":
                     process += self.cfg.concurrency
                     client.close()
                 if done.type != "ok":
                     self.stop.wait(0.05)  # do not spin against a node that is down
+        except RunOver:
+            return
         finally:
             client.close()
 
-    def _final_reads(self, ep: Endpoint, history: HistoryWriter) -> None:
+    def _final_reads(self, ep: Endpoint, inflight: InFlight) -> None:
         """Each workload's final reads, retried until they succeed or the deadline passes."""
         process = 10_000_000  # apart from every worker's process numbers
         deadline = time.monotonic() + FINAL_READ_DEADLINE
@@ -208,10 +240,10 @@ class Runner:
             for w in self.workloads:
                 for f, value in w.final_ops():
                     while True:
-                        record(history, process, "invoke", f, value, ep.node, w.name)
+                        inflight.invoke(FINAL, Op(process, f, value, ep.node, w.name))
                         done = client.run(w, f, value)
                         node = client.node or ep.node
-                        record(history, process, done.type, f, done.value, node, w.name, done.error)
+                        inflight.complete(FINAL, done.type, done.value, node, done.error)
                         if done.type == "ok" or time.monotonic() > deadline:
                             break
                         if done.type == "info":
