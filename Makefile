@@ -7,13 +7,13 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
-DEBS := debootstrap iproute2 openjdk-17-jre-headless
+DEBS := debootstrap iproute2 openjdk-17-jre-headless fuse3
 BENCH_DEBS := postgresql-15
 TEST_DEBS := chromium  # the browser tests (tests/browser) load pages in headless Chromium
 
-.PHONY: setup python debs test-debs image spark-archive run test lint bench clean-clusters
+.PHONY: setup python debs test-debs image spark-archive powerfs run test lint bench clean-clusters
 
-setup: python debs image spark-archive
+setup: python debs image spark-archive powerfs
 
 python: $(STAMP)
 
@@ -37,6 +37,10 @@ test-debs:
 
 image: python debs
 	$(BIN)/harness cluster image
+
+# The power layer under the nodes' state (clusters/power.py): a FUSE filesystem, built by cargo.
+powerfs:
+	cd clusters/powerfs && cargo build --release --quiet
 
 # Spark's classes dumped once (about a minute), mapped by every later JVM: it starts in half the time.
 spark-archive: python debs

@@ -75,6 +75,12 @@ class Node(ABC):
     def endpoint(self, port: int) -> tuple[str, int]:
         """The (host, port) at which the control machine reaches `port` of this node."""
 
+    def lose_power(self) -> str:
+        """Drop at once every write to the node's state (/var/lib/harness) that its processes did
+        not fsync, as a power loss would (the power layer, clusters/power.py); says what was
+        lost. Kill the node's processes first: what they write meanwhile is not covered."""
+        raise NotImplementedError(f"{self.name} has no power layer")
+
     def signal(self, pattern: str, sig: str) -> list[int]:
         """Send signal `sig` (e.g. "KILL", "STOP") to the processes whose command line matches."""
         # The `sh -c` that runs pgrep has the pattern in its own command line, so pgrep -f
@@ -91,6 +97,8 @@ class Backend(ABC):
     """Brings nodes up on a private network and tears them down; named by `--backend`."""
 
     name: str
+    offers_power = False  # whether `power=True` puts the power layer under its nodes' state
+    power = False  # whether `up` does (the runner asks for it when a run may lose power)
 
     @abstractmethod
     def up(self, cluster: str, count: int, ports: list[int]) -> list[Node]:

@@ -23,12 +23,14 @@ from docker.models.containers import Container
 from docker.models.networks import Network
 from rich.console import Console
 
+from clusters import power
 from clusters.backend import Backend, ExecResult, Node, local_owner, shell_quote
 from clusters.image import NODE_IMAGE, ImageSpec, engine_client, ensure_image
 from harness.errors import BadInput, InfraError
 
 CLUSTER_LABEL = "harness.cluster"
 NODE_LABEL = "harness.node"
+POWER_LABEL = "harness.power"  # the control socket of the node's power layer, when it has one
 # Docker's rule for container names, which embed the cluster name.
 _CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 START_TIMEOUT = 30.0
@@ -49,6 +51,12 @@ class DockerNode(Node):
     def __init__(self, container: Container) -> None:
         self._container = container
         self.name = container.labels[NODE_LABEL]
+
+    def lose_power(self) -> str:
+        control = self._container.labels.get(POWER_LABEL)
+        if not control:
+            return super().lose_power()
+        return power.command(Path(control), "lose")
 
     def __repr__(self) -> str:
         return f"DockerNode({self._container.name})"
@@ -124,6 +132,7 @@ class DockerBackend(Backend):
     """Clusters as containers of the node image on the local (or `base_url`) Docker engine."""
 
     name = "docker"
+    offers_power = True
 
     def __init__(
         self,
@@ -131,11 +140,13 @@ class DockerBackend(Backend):
         *,
         base_url: str | None = None,
         console: Console | None = None,
+        power: bool = False,
     ) -> None:
         # Checked now so that an absent engine is a clear BadInput before any work starts.
         self.client = engine_client(base_url)
         self._spec = image_spec
         self._console = console
+        self.power = power
 
     def image(self) -> str:
         """The node image's tag, built first if it is missing (a minute or two, once)."""
@@ -164,17 +175,32 @@ class DockerBackend(Backend):
                 )
                 for i in range(1, count + 1):
                     node = f"n{i}"
+                    layer = power.mount(cluster, node) if self.power else None
+                    extra = (
+                        {
+                            "volumes": {
+                                str(layer.mount_point): {"bind": power.NODE_DIR, "mode": "rw"}
+                            },
+                            "labels": {
+                                CLUSTER_LABEL: cluster,
+                                NODE_LABEL: node,
+                                POWER_LABEL: str(layer.control),
+                            },
+                        }
+                        if layer
+                        else {"labels": {CLUSTER_LABEL: cluster, NODE_LABEL: node}}
+                    )
                     container = self.client.containers.create(
                         image,
                         name=f"harness-{cluster}-{node}",
                         hostname=node,
-                        labels={CLUSTER_LABEL: cluster, NODE_LABEL: node},
                         cap_add=["NET_ADMIN", "NET_RAW"],
                         network=network_name,
                         networking_config={
                             network_name: self.client.api.create_endpoint_config(aliases=[node])
                         },
                         ports={f"{p}/tcp": ("127.0.0.1", None) for p in ports},
+                        **extra,
                     )
                     made.append(container)
                     container.start()
@@ -188,6 +214,7 @@ class DockerBackend(Backend):
             if network is not None:
                 with suppress(DockerException, requests.RequestException):
                     network.remove()
+            power.unmount_cluster(cluster)
             raise
         return self.nodes(cluster)
 
@@ -214,6 +241,8 @@ class DockerBackend(Backend):
             for network in self._networks(cluster):
                 if _gone_after(network.remove):
                     removed.append(network.name)
+        # once no container holds them: the power layers of the nodes (also after a crash)
+        removed += [f"power layer {p}" for p in power.unmount_cluster(cluster)]
         return removed
 
     def _containers(self, cluster: str) -> list[Container]:

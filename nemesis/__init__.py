@@ -29,6 +29,7 @@ from nemesis.kill import Kill
 from nemesis.packet import Packet
 from nemesis.partition import Partition
 from nemesis.pause import Pause
+from nemesis.power import Power
 from nemesis.processes import continue_stopped
 from nemesis.schedule import Package, ScheduledNemesis
 from nemesis.targets import TARGETS
@@ -46,7 +47,7 @@ def _any_partition(nodes: list[str], rng: random.Random) -> Fault:
     return Partition.planned(rng.choice(shapes), nodes, rng)
 
 
-def _targeted(cls: type[Kill | Pause | Clock | Packet], target: str | None = None) -> Make:
+def _targeted(cls: type[Kill | Pause | Clock | Packet | Power], target: str | None = None) -> Make:
     return lambda nodes, rng: cls.planned_for(target or rng.choice(TARGETS), nodes, rng)
 
 
@@ -66,11 +67,13 @@ PACKAGES: dict[str, Package] = {
         Package("pause-primary", 1, _targeted(Pause, "primaries")),
         Package("clock", 1, _targeted(Clock)),
         Package("packet", 1, _targeted(Packet)),
+        Package("power", 1, _targeted(Power)),
     )
 }
 NONE = "none"
 ALL = "all"
-EVERY_KIND = ("partition", "kill", "pause", "clock", "packet")  # what `all` means
+EVERY_KIND = ("partition", "kill", "pause", "clock", "packet", "power")  # what `all` means
+POWER = "power"  # needs the backend's power layer under the nodes' state
 
 
 def validate(names: list[str], node_count: int, cluster: str = "") -> None:
@@ -86,13 +89,23 @@ def validate(names: list[str], node_count: int, cluster: str = "") -> None:
             raise BadInput(f"{name} needs at least {least} nodes; {what} has {node_count}")
 
 
-def packages(names: list[str], node_count: int) -> list[Package]:
+def needs_power(names: list[str]) -> bool:
+    """Whether these packages may cut a node's power (the backend must then lay its power layer
+    under the nodes' state before they start)."""
+    return POWER in names or ALL in names
+
+
+def packages(names: list[str], node_count: int, power: bool = True) -> list[Package]:
     """The packages the names stand for, each once: `none` stands for none, `all` for every
-    fault kind possible on this many nodes."""
+    fault kind possible on this many nodes (power only where the backend offers it)."""
     chosen: list[str] = []
     for name in names:
         if name == ALL:
-            chosen += [k for k in EVERY_KIND if PACKAGES[k].min_nodes <= node_count]
+            chosen += [
+                k
+                for k in EVERY_KIND
+                if PACKAGES[k].min_nodes <= node_count and (power or k != POWER)
+            ]
         elif name != NONE:
             chosen.append(name)
     return [PACKAGES[name] for name in dict.fromkeys(chosen)]
@@ -103,7 +116,7 @@ def build(
 ) -> Nemesis:
     """One nemesis that runs the named packages' faults on a shared schedule."""
     validate(names, cluster.node_count(), cluster.name)
-    chosen = packages(names, cluster.node_count())
+    chosen = packages(names, cluster.node_count(), getattr(cluster.backend, "power", False))
     if not chosen:
         return NoNemesis(cluster, history, seed, interval)
     return ScheduledNemesis(cluster, history, seed, interval, chosen)

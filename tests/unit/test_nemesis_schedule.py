@@ -131,17 +131,22 @@ def test_every_package_of_the_issue_is_registered() -> None:
     nemesis.validate([*wanted, "none", "all"], 5)
 
 
-def test_all_means_every_fault_kind_the_node_count_allows() -> None:
+def test_all_means_every_fault_kind_the_node_count_and_backend_allow() -> None:
     on_one = [p.name for p in nemesis.packages(["all"], 1)]
-    assert on_one == ["kill", "pause", "clock", "packet"]
+    assert on_one == ["kill", "pause", "clock", "packet", "power"]
     assert [p.name for p in nemesis.packages(["all", "kill"], 5)] == [
         "partition",
         "kill",
         "pause",
         "clock",
         "packet",
+        "power",
     ]
+    without_power = [p.name for p in nemesis.packages(["all"], 5, power=False)]
+    assert without_power == ["partition", "kill", "pause", "clock", "packet"]
     assert nemesis.packages(["none"], 5) == []
+    assert nemesis.needs_power(["all"]) and nemesis.needs_power(["kill", "power"])
+    assert not nemesis.needs_power(["kill", "partition"])
 
 
 def test_build_gives_no_nemesis_for_none_and_a_schedule_otherwise(tmp_path: Path) -> None:
@@ -164,7 +169,14 @@ def test_the_same_seed_gives_the_same_schedule() -> None:
     other = summary(list(islice(plan(chosen, NODES, 43, 10.0), 50)))
     assert first == again
     assert first != other
-    assert {p["fault"] for _, p, _ in first} == {"partition", "kill", "pause", "clock", "packet"}
+    assert {p["fault"] for _, p, _ in first} == {
+        "partition",
+        "kill",
+        "pause",
+        "clock",
+        "packet",
+        "power",
+    }
 
 
 def test_gaps_and_durations_average_the_interval() -> None:
