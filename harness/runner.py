@@ -22,6 +22,7 @@ from clusters.kind import ClusterKind, Endpoint, wait_until
 from clusters.registry import cluster_kind, make_backend
 from harness import store
 from harness.config import RunConfig
+from harness.errors import BadInput
 from harness.generator import Generator, Pacer
 from harness.history import HistoryWriter
 from harness.inflight import InFlight, Op, RunOver
@@ -81,6 +82,14 @@ class Runner:
             cfg.nemesis, self.kind_class.nodes_needed(cfg.cluster_options), cfg.cluster
         )
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
+        if nemesis.needs_power(cfg.nemesis):
+            if self.backend.offers_power:
+                self.backend.power = True
+            elif nemesis.POWER in cfg.nemesis:
+                raise BadInput(
+                    f"the power fault needs the power layer, which --backend {cfg.backend} does "
+                    "not offer: use --backend docker"
+                )
         self.stop = threading.Event()
         self.run_dir: Path | None = None  # once the run has its folder
         self.workers: list[threading.Thread] = []
