@@ -81,6 +81,11 @@ class Node(ABC):
         lost. Kill the node's processes first: what they write meanwhile is not covered."""
         raise NotImplementedError(f"{self.name} has no power layer")
 
+    def sync_power(self) -> str:
+        """Make everything written to the node's state durable, as a machine that settled after
+        its setup would have (before that, a power loss could undo the setup itself)."""
+        raise NotImplementedError(f"{self.name} has no power layer")
+
     def signal(self, pattern: str, sig: str) -> list[int]:
         """Send signal `sig` (e.g. "KILL", "STOP") to the processes whose command line matches."""
         # The `sh -c` that runs pgrep has the pattern in its own command line, so pgrep -f

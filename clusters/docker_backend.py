@@ -58,6 +58,12 @@ class DockerNode(Node):
             return super().lose_power()
         return power.command(Path(control), "lose")
 
+    def sync_power(self) -> str:
+        control = self._container.labels.get(POWER_LABEL)
+        if not control:
+            return super().sync_power()
+        return power.command(Path(control), "sync")
+
     def __repr__(self) -> str:
         return f"DockerNode({self._container.name})"
 

@@ -116,6 +116,9 @@ class Runner:
         faults: Nemesis | None = None
         try:
             kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
+            if self.backend.power:  # what the setup wrote is on disk, as on a settled machine
+                for node in kind.nodes:
+                    node.sync_power()
             endpoints = kind.endpoints()
             config["versions"] = self._setup_workloads(endpoints[0])
             store.write_json(run_dir / store.CONFIG, config)

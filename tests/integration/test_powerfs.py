@@ -1,13 +1,15 @@
 """The power layer on its own, a real FUSE mount on this machine: what a power loss keeps is
-exactly what was made durable. Written data survives only an fsync of its file; a create, a
-rename or a removal survives only an fsync of its directory; a truncation, only an fsync of its
-file. Files keep the owner who made them, and the layer leaves nothing mounted behind."""
+exactly what was made durable. Written data survives only an fsync (or fdatasync) of its file, a
+truncation too; a create, a rename or a removal survives only once an fsync followed it (of any
+file or directory: ext4's and XFS's one journal). Files keep the owner who made them, and the
+layer leaves nothing mounted behind."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,29 +80,38 @@ def test_fdatasync_makes_data_durable_too(mnt: Path) -> None:
     assert (mnt / "wal").read_bytes() == bytes(5000) + b"x" * 10000
 
 
-def test_a_create_survives_only_an_fsync_of_its_directory(mnt: Path) -> None:
+def test_a_create_no_fsync_followed_is_undone(mnt: Path) -> None:
+    """Names are durable once an fsync, of any file or directory, commits the journal (ext4's
+    and XFS's one journal); a create no fsync followed is undone, with what it held."""
     (mnt / "dir").mkdir()
-    sync(mnt)
-    write(mnt / "dir" / "kept", b"data", fsync=True)
-    sync(mnt / "dir")
-    write(mnt / "dir" / "undone", b"data", fsync=True)  # the file, not its directory
+    write(mnt / "dir" / "kept", b"data", fsync=True)  # commits the mkdir and the create
+    write(mnt / "dir" / "undone", b"data", fsync=False)
     (mnt / "dir" / "sub").mkdir()
-    write(mnt / "dir" / "sub" / "deep", b"data", fsync=True)
-    sync(mnt / "dir" / "sub")
+    write(mnt / "dir" / "sub" / "deep", b"data", fsync=False)
     lose(mnt)
     assert sorted(p.name for p in (mnt / "dir").iterdir()) == ["kept"]
     assert (mnt / "dir" / "kept").read_bytes() == b"data"
 
 
-def test_a_rename_is_undone_without_an_fsync_of_its_directory(mnt: Path) -> None:
+def test_a_directory_fsync_commits_the_names_before_it(mnt: Path) -> None:
+    write(mnt / "created", b"", fsync=False)
+    (mnt / "made").mkdir()
+    sync(mnt)
+    lose(mnt)
+    assert sorted(p.name for p in mnt.iterdir()) == ["created", "made"]
+
+
+def test_a_rename_no_fsync_followed_is_undone(mnt: Path) -> None:
     write(mnt / "control.json", b"old", fsync=True)
     sync(mnt)
     write(mnt / "control.json.tmp", b"new", fsync=True)
     os.replace(mnt / "control.json.tmp", mnt / "control.json")
     assert (mnt / "control.json").read_bytes() == b"new"
     lose(mnt)
-    assert sorted(p.name for p in mnt.iterdir()) == ["control.json"]
-    assert (mnt / "control.json").read_bytes() == b"old"  # the replaced file is back
+    # the replaced file is back, and the new one (its create was fsynced) under its old name
+    assert sorted(p.name for p in mnt.iterdir()) == ["control.json", "control.json.tmp"]
+    assert (mnt / "control.json").read_bytes() == b"old"
+    assert (mnt / "control.json.tmp").read_bytes() == b"new"
 
 
 def test_a_rename_with_its_directory_fsynced_survives(mnt: Path) -> None:
@@ -114,7 +125,7 @@ def test_a_rename_with_its_directory_fsynced_survives(mnt: Path) -> None:
     assert (mnt / "control.json").read_bytes() == b"new"
 
 
-def test_a_removal_is_undone_without_an_fsync_of_its_directory(mnt: Path) -> None:
+def test_a_removal_no_fsync_followed_is_undone(mnt: Path) -> None:
     write(mnt / "segment", b"held", fsync=True)
     sync(mnt)
     (mnt / "segment").unlink()
@@ -156,3 +167,32 @@ def test_stats_count_what_a_loss_would_drop(mnt: Path) -> None:
     assert power.command(mnt.parent / "control.sock", "stats") == (
         "unsynced 8192 bytes of 1 files, 1 name changes"
     )
+
+
+def test_what_an_os_would_have_written_by_itself_survives(tmp_path: Path) -> None:
+    """Data unsynced for the writeback delay is written back, names older than the commit
+    interval are durable, and `sync` makes everything durable at once."""
+    cluster = f"t{secrets.token_hex(4)}"
+    layer = power.layer(cluster, "n1")
+    for path in (layer.data, layer.mount_point):
+        path.mkdir(parents=True)
+    binary = power.ensure_binary()
+    args = [str(layer.data), str(layer.mount_point), str(layer.control)]
+    daemon = subprocess.Popen([str(binary), *args, "--writeback", "1", "--commit", "1"])
+    try:
+        while not (power.mounted(layer.mount_point) and layer.control.exists()):
+            time.sleep(0.05)
+        mnt = layer.mount_point
+        write(mnt / "old", b"written back", fsync=False)
+        time.sleep(2.5)  # a sweep runs every second
+        write(mnt / "young", b"not yet", fsync=False)
+        lose(mnt)
+        assert sorted(p.name for p in mnt.iterdir()) == ["old"]
+        assert (mnt / "old").read_bytes() == b"written back"
+        write(mnt / "synced", b"at once", fsync=False)
+        assert power.command(layer.control, "sync").startswith("synced 4096 bytes")
+        lose(mnt)
+        assert (mnt / "synced").read_bytes() == b"at once"
+    finally:
+        power.unmount_cluster(cluster)
+        daemon.wait(10)

@@ -5,15 +5,20 @@
 //!   writes its pages (and its size) to the backing file and fsyncs it. Reads see the cache.
 //! - Names: creates, removals and renames reach the backing directory at once (a removed or
 //!   replaced file is moved to a trash directory, not deleted), and are journalled until the
-//!   directory that holds them is fsynced.
+//!   next fsync, of any file or directory: as on ext4 and XFS, whose one journal an fsync
+//!   forces, with every name change made before it (what Postgres relies on).
+//! - As an OS does without being asked, data unsynced for `--writeback` seconds (30, Linux's
+//!   dirty expiry) is written back, and name changes older than `--commit` seconds (5, ext4's
+//!   journal commit) become durable.
 //! - `lose` (on the control socket): every unsynced page is dropped and every journalled name
 //!   change is undone, newest first: the backing directory is then what a machine that lost
-//!   power would find on its disk. `stats` says how much is unsynced.
+//!   power would find on its disk. `sync` makes everything durable (a machine that settled);
+//!   `stats` says how much is unsynced.
 //!
 //! Every open is direct I/O, so the kernel caches no data of ours that a loss could leave stale,
 //! and entries and attributes are not cached either. Files are created as the calling user.
 //!
-//! Usage: powerfs BACKING MOUNTPOINT CONTROL_SOCKET
+//! Usage: powerfs BACKING MOUNTPOINT CONTROL_SOCKET [--writeback SECS] [--commit SECS]
 
 use fuser::{
     consts::FOPEN_DIRECT_IO, FileAttr, FileType, Filesystem, KernelConfig, MountOption,
@@ -29,7 +34,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const PAGE: u64 = 4096;
 const TTL: Duration = Duration::ZERO; // the kernel caches no entry or attribute of ours
@@ -43,17 +48,18 @@ enum Change {
 }
 
 impl Change {
-    /// Whether an fsync of `dir` makes this change durable.
-    fn made_durable_by(&self, dir: &Path) -> bool {
-        let parent = |p: &Path| p.parent().map(Path::to_path_buf).unwrap_or_default();
-        match self {
-            Change::Created { path } | Change::Removed { path, .. } => parent(path) == dir,
-            Change::Renamed { to, .. } => parent(to) == dir,
-        }
+    /// What it kept aside to undo it, which is no longer needed once it is durable.
+    fn settle(self) {
+        let kept = match self {
+            Change::Removed { kept, .. } | Change::Renamed { replaced: Some(kept), .. } => kept,
+            _ => return,
+        };
+        let _ = if kept.is_dir() { fs::remove_dir_all(kept) } else { fs::remove_file(kept) };
     }
 }
 
 struct Dirty {
+    since: Instant,                // when its oldest unsynced write came
     pages: BTreeMap<u64, Vec<u8>>, // page number → PAGE bytes
     size: u64,                     // the file's size as its users see it
     cut: u64,                      // the backing file's bytes from here on are gone (truncated)
@@ -66,8 +72,10 @@ struct State {
     inodes: HashMap<PathBuf, u64>,
     next_inode: u64,
     dirty: HashMap<u64, Dirty>,
-    journal: Vec<Change>,
-    kept: u64, // trash entries made
+    journal: Vec<(Instant, Change)>,
+    kept: u64,            // trash entries made
+    writeback: Duration,  // unsynced data older than this is written back, as an OS does
+    commit: Duration,     // name changes older than this are durable, as a journal commits them
 }
 
 fn errno(e: &std::io::Error) -> i32 {
@@ -106,7 +114,7 @@ fn chown(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
 }
 
 impl State {
-    fn new(backing: PathBuf, trash: PathBuf) -> State {
+    fn new(backing: PathBuf, trash: PathBuf, writeback: Duration, commit: Duration) -> State {
         let mut s = State {
             backing,
             trash,
@@ -116,6 +124,8 @@ impl State {
             dirty: HashMap::new(),
             journal: Vec::new(),
             kept: 0,
+            writeback,
+            commit,
         };
         s.paths.insert(FUSE_ROOT_ID, PathBuf::new());
         s.inodes.insert(PathBuf::new(), FUSE_ROOT_ID);
@@ -241,7 +251,8 @@ impl State {
     fn dirty_entry(&mut self, ino: u64, rel: &Path) -> std::io::Result<&mut Dirty> {
         if !self.dirty.contains_key(&ino) {
             let size = fs::metadata(self.real(rel))?.len();
-            self.dirty.insert(ino, Dirty { pages: BTreeMap::new(), size, cut: size });
+            let since = Instant::now();
+            self.dirty.insert(ino, Dirty { since, pages: BTreeMap::new(), size, cut: size });
         }
         Ok(self.dirty.get_mut(&ino).expect("inserted above"))
     }
@@ -324,9 +335,10 @@ impl State {
         let bytes = self.unsynced();
         let files = self.dirty.len();
         self.dirty.clear();
+        self.settle_old();
         let changes = std::mem::take(&mut self.journal);
         let undone = changes.len();
-        for change in changes.into_iter().rev() {
+        for (_, change) in changes.into_iter().rev() {
             let result = match change {
                 Change::Created { path } => {
                     let real = self.real(&path);
@@ -351,26 +363,66 @@ impl State {
                 eprintln!("powerfs: undoing a change failed: {e}");
             }
         }
-        self.clear_trash();
         (bytes, files, undone)
     }
 
-    fn clear_trash(&mut self) {
-        if self.journal.iter().any(|c| !matches!(c, Change::Created { .. })) {
-            return; // something kept is still needed to undo a change
+    /// Settle the changes for which `durable` holds (their undo information is dropped).
+    fn settle_where(&mut self, durable: impl Fn(&Instant, &Change) -> bool) {
+        let (done, kept): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.journal).into_iter().partition(|(t, c)| durable(t, c));
+        self.journal = kept;
+        for (_, change) in done {
+            change.settle();
         }
-        if let Ok(entries) = fs::read_dir(&self.trash) {
-            for entry in entries.flatten() {
-                let path = entry.path();
-                let _ = if path.is_dir() { fs::remove_dir_all(path) } else { fs::remove_file(path) };
+    }
+
+    /// What an OS would have made durable by now without being asked: names older than the
+    /// journal's commit interval, data older than the writeback delay.
+    fn settle_old(&mut self) {
+        let commit = self.commit;
+        self.settle_where(|t, _| t.elapsed() >= commit);
+        let old: Vec<u64> = self
+            .dirty
+            .iter()
+            .filter(|(_, d)| d.since.elapsed() >= self.writeback)
+            .map(|(ino, _)| *ino)
+            .collect();
+        for ino in old {
+            if let Some(path) = self.paths.get(&ino).cloned() {
+                if let Err(e) = self.flush(ino, &path, false) {
+                    eprintln!("powerfs: writing back {}: {e}", path.display());
+                    self.dirty.remove(&ino);
+                }
             }
         }
     }
 
+    /// Everything durable now, as after sync(2) on a machine that settled.
+    fn sync_all(&mut self) -> (u64, usize) {
+        let bytes = self.unsynced();
+        let inodes: Vec<u64> = self.dirty.keys().copied().collect();
+        for ino in inodes {
+            if let Some(path) = self.paths.get(&ino).cloned() {
+                if let Err(e) = self.flush(ino, &path, true) {
+                    eprintln!("powerfs: syncing {}: {e}", path.display());
+                }
+            }
+        }
+        self.dirty.clear();
+        let changes = self.journal.len();
+        self.settle_where(|_, _| true);
+        (bytes, changes)
+    }
+
+    /// An fsync, of a file or a directory, commits the journal: every name change so far is
+    /// durable (ext4 and XFS have one journal, and an fsync forces it).
+    fn commit_names(&mut self) {
+        self.settle_where(|_, _| true);
+    }
+
     fn sync_dir(&mut self, rel: &Path) -> std::io::Result<()> {
-        self.journal.retain(|c| !c.made_durable_by(rel));
         File::open(self.real(rel))?.sync_all()?;
-        self.clear_trash();
+        self.commit_names();
         Ok(())
     }
 }
@@ -519,7 +571,7 @@ impl Filesystem for PowerFs {
             if let Err(e) = made {
                 return reply.error(errno(&e));
             }
-            s.journal.push(Change::Created { path: rel.clone() });
+            s.journal.push((Instant::now(), Change::Created { path: rel.clone() }));
             rel
         };
         self.entry(rel, reply)
@@ -549,7 +601,7 @@ impl Filesystem for PowerFs {
             if let Err(e) = made {
                 return reply.error(errno(&e));
             }
-            s.journal.push(Change::Created { path: rel.clone() });
+            s.journal.push((Instant::now(), Change::Created { path: rel.clone() }));
             rel
         };
         self.entry(rel, reply)
@@ -564,7 +616,7 @@ impl Filesystem for PowerFs {
             }
             let kept = s.keep(&rel).map_err(|e| errno(&e))?;
             s.forget_path(&rel);
-            s.journal.push(Change::Removed { path: rel, kept });
+            s.journal.push((Instant::now(), Change::Removed { path: rel, kept }));
             Ok(())
         })();
         match result {
@@ -582,7 +634,7 @@ impl Filesystem for PowerFs {
             }
             let kept = s.keep(&rel).map_err(|e| errno(&e))?;
             s.forget_path(&rel);
-            s.journal.push(Change::Removed { path: rel, kept });
+            s.journal.push((Instant::now(), Change::Removed { path: rel, kept }));
             Ok(())
         })();
         match result {
@@ -611,7 +663,7 @@ impl Filesystem for PowerFs {
             if let Err(e) = made {
                 return reply.error(errno(&e));
             }
-            s.journal.push(Change::Created { path: rel.clone() });
+            s.journal.push((Instant::now(), Change::Created { path: rel.clone() }));
             rel
         };
         self.entry(rel, reply)
@@ -645,7 +697,7 @@ impl Filesystem for PowerFs {
             };
             fs::rename(s.real(&from), s.real(&to)).map_err(|e| errno(&e))?;
             s.moved(&from, &to);
-            s.journal.push(Change::Renamed { from, to, replaced });
+            s.journal.push((Instant::now(), Change::Renamed { from, to, replaced }));
             Ok(())
         })();
         match result {
@@ -711,6 +763,9 @@ impl Filesystem for PowerFs {
     fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
         let mut s = self.lock();
         let result = s.path(ino).and_then(|rel| s.flush(ino, &rel, true).map_err(|e| errno(&e)));
+        if result.is_ok() {
+            s.commit_names();
+        }
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -812,7 +867,7 @@ impl Filesystem for PowerFs {
             options.open(&real).map_err(|e| errno(&e))?;
             if !existed {
                 chown(&real, req.uid(), req.gid()).map_err(|e| errno(&e))?;
-                s.journal.push(Change::Created { path: rel.clone() });
+                s.journal.push((Instant::now(), Change::Created { path: rel.clone() }));
             }
             let ino = s.inode(&rel);
             if flags & libc::O_TRUNC != 0 {
@@ -841,13 +896,17 @@ fn control(state: Arc<Mutex<State>>, listener: UnixListener) {
                     let (bytes, files, undone) = s.lose();
                     format!("lost {bytes} bytes of {files} files, undid {undone} name changes")
                 }
+                "sync" => {
+                    let (bytes, changes) = s.sync_all();
+                    format!("synced {bytes} bytes and {changes} name changes")
+                }
                 "stats" => format!(
                     "unsynced {} bytes of {} files, {} name changes",
                     s.unsynced(),
                     s.dirty.len(),
                     s.journal.len()
                 ),
-                other => format!("error: unknown command {other:?}: lose, stats"),
+                other => format!("error: unknown command {other:?}: lose, sync, stats"),
             };
             drop(s);
             if writeln!(writer, "{answer}").is_err() {
@@ -857,12 +916,49 @@ fn control(state: Arc<Mutex<State>>, listener: UnixListener) {
     }
 }
 
+/// Once a second, settle what an OS would have made durable by itself.
+fn sweep(state: Arc<Mutex<State>>) {
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        state.lock().unwrap_or_else(|e| e.into_inner()).settle_old();
+    }
+}
+
+fn seconds(args: &[String], flag: &str, default: f64) -> Duration {
+    let value = args
+        .iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse::<f64>())
+        .unwrap_or(Ok(default));
+    match value {
+        Ok(secs) if secs >= 0.0 => Duration::from_secs_f64(secs),
+        _ => {
+            eprintln!("powerfs: {flag} takes seconds");
+            std::process::exit(2)
+        }
+    }
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let all: Vec<String> = std::env::args().collect();
+    let flags = ["--writeback", "--commit"];
+    let args: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| {
+            !flags.contains(&a.as_str()) && !(*i > 0 && flags.contains(&all[i - 1].as_str()))
+        })
+        .map(|(_, a)| a.clone())
+        .collect();
     if args.len() != 4 {
-        eprintln!("usage: powerfs BACKING MOUNTPOINT CONTROL_SOCKET");
+        eprintln!(
+            "usage: powerfs BACKING MOUNTPOINT CONTROL_SOCKET [--writeback SECS] [--commit SECS]"
+        );
         std::process::exit(2);
     }
+    let writeback = seconds(&all, "--writeback", 30.0);
+    let commit = seconds(&all, "--commit", 5.0);
     let backing = fs::canonicalize(&args[1]).unwrap_or_else(|e| {
         eprintln!("powerfs: backing directory {}: {e}", args[1]);
         std::process::exit(2)
@@ -872,7 +968,9 @@ fn main() {
         eprintln!("powerfs: trash directory {}: {e}", trash.display());
         std::process::exit(2);
     }
-    let state = Arc::new(Mutex::new(State::new(backing, trash)));
+    let state = Arc::new(Mutex::new(State::new(backing, trash, writeback, commit)));
+    let swept = Arc::clone(&state);
+    std::thread::spawn(move || sweep(swept));
     let _ = fs::remove_file(&args[3]);
     let listener = UnixListener::bind(&args[3]).unwrap_or_else(|e| {
         eprintln!("powerfs: control socket {}: {e}", args[3]);
