@@ -41,6 +41,7 @@ from typing import Any
 
 from rich.console import Console
 
+from clusters import power
 from clusters.backend import Backend, ExecResult, Node, NodeCommandError, local_owner, shell_quote
 from clusters.image import NODE_IMAGE, ImageSpec, debian_mirror, make_rootfs, remove_tree
 from harness.errors import BadInput, InfraError
@@ -70,11 +71,16 @@ MISSING = 3
 _CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 
 # A node's init, run by the host's sh in the node's new namespaces ($1 lower rootfs, $2 node
-# directory, $3 hostname). The sh is PID 1 of the new PID namespace until it execs tini.
+# directory, $3 hostname, $4 the power layer's mount point to put at /var/lib/harness, or "").
+# The sh is PID 1 of the new PID namespace until it execs tini.
 _INIT = r"""
 set -eu
 lower=$1 dir=$2 root=$2/root
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$dir/upper,workdir=$dir/work" "$root"
+if [ -n "$4" ]; then
+    mkdir -p "$root/var/lib/harness"
+    mount --bind "$4" "$root/var/lib/harness"
+fi
 mount -t proc proc "$root/proc"
 mount -t sysfs -o ro sysfs "$root/sys"
 mount -t tmpfs -o mode=755,nosuid tmpfs "$root/dev"
@@ -153,6 +159,18 @@ class LocalNode(Node):
 
     def __repr__(self) -> str:
         return f"LocalNode({self.cluster}/{self.name} at {self.address}, init {self._init.pid})"
+
+    def lose_power(self) -> str:
+        return self._power("lose")
+
+    def sync_power(self) -> str:
+        return self._power("sync")
+
+    def _power(self, command: str) -> str:
+        layer = power.layer(self.cluster, self.name)
+        if not layer.control.exists():
+            raise NotImplementedError(f"{self.name} has no power layer")
+        return power.command(layer.control, command)
 
     def _run(
         self, user: str, command: list[str], env: dict[str, str] | None = None, **kwargs: Any
@@ -258,9 +276,16 @@ class LocalBackend(Backend):
 
     name = "local"
 
+    offers_power = True
+
     def __init__(
-        self, image_spec: ImageSpec = NODE_IMAGE, *, console: Console | None = None
+        self,
+        image_spec: ImageSpec = NODE_IMAGE,
+        *,
+        console: Console | None = None,
+        power: bool = False,
     ) -> None:
+        self.power = power
         # Checked now so that a machine that cannot do it is a clear BadInput before any work.
         if os.geteuid() != 0:
             raise BadInput("the local backend needs root (namespaces, mounts, veths)")
@@ -292,7 +317,8 @@ class LocalBackend(Backend):
             with _locked(RUN_DIR / ".lock"):
                 subnet = _free_subnet()
                 _make_switch(cluster, subnet)
-            _start_nodes(cluster, [f"n{i}" for i in range(1, count + 1)], subnet, rootfs)
+            names = [f"n{i}" for i in range(1, count + 1)]
+            _start_nodes(cluster, names, subnet, rootfs, self.power)
         except BaseException:
             # Leave nothing half-made behind; the original error is the one worth reporting.
             self.down(cluster)
@@ -337,6 +363,8 @@ class LocalBackend(Backend):
                 # Unmounts first whatever is mounted below, so the deletion cannot reach through.
                 remove_tree(directory)
                 removed.append(str(directory))
+        # once no node holds them: the power layers (also after a crash)
+        removed += [f"power layer {p}" for p in power.unmount_cluster(cluster)]
         return removed
 
 
@@ -438,7 +466,11 @@ def _make_switch(cluster: str, subnet: ipaddress.IPv4Network) -> None:
 
 
 def _start_nodes(
-    cluster: str, names: list[str], subnet: ipaddress.IPv4Network, rootfs: Path
+    cluster: str,
+    names: list[str],
+    subnet: ipaddress.IPv4Network,
+    rootfs: Path,
+    with_power: bool = False,
 ) -> None:
     """Start every node's init at once, then wire each into the switch."""
     addresses = {name: str(subnet.network_address + 2 + i) for i, name in enumerate(names)}
@@ -453,10 +485,12 @@ def _start_nodes(
         # In the upper layer, so each node has its own names before its init starts.
         (directory / "upper/etc/hosts").write_text(hosts)
         (directory / "upper/etc/hostname").write_text(f"{name}\n")
+        layer = str(power.mount(cluster, name).mount_point) if with_power else ""
+        argv = [*_UNSHARE, "/bin/sh", "-c", _INIT, "init", str(rootfs), str(directory), name]
         with open(directory / "init.log", "ab") as log:
             launchers.append(
                 subprocess.Popen(
-                    [*_UNSHARE, "/bin/sh", "-c", _INIT, "init", str(rootfs), str(directory), name],
+                    [*argv, layer],
                     env=NODE_ENV,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -542,12 +576,13 @@ def _find_launchers(cluster: str) -> dict[int, tuple[str, int]]:
             continue
         with suppress(OSError):
             argv = (entry / "cmdline").read_bytes().split(b"\0")[:-1]
-            # [unshare, …, "/bin/sh", "-c", _INIT, "init", rootfs, node directory, node name]
-            if len(argv) > 4 and argv[0] == b"unshare" and argv[-4] == b"init":
-                directory = Path(os.fsdecode(argv[-2]))
+            # [unshare, …, "/bin/sh", "-c", _INIT, "init", rootfs, node directory, node name,
+            #  power layer]
+            if len(argv) > 5 and argv[0] == b"unshare" and argv[-5] == b"init":
+                directory = Path(os.fsdecode(argv[-3]))
                 start = _start_time(int(entry.name))
                 if directory.parent == CLUSTERS_DIR / cluster and start is not None:
-                    found[int(entry.name)] = (os.fsdecode(argv[-1]), start)
+                    found[int(entry.name)] = (os.fsdecode(argv[-2]), start)
     return found
 
 

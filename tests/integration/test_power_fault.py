@@ -1,4 +1,5 @@
-"""The power fault on real Postgres in a container whose state sits on the power layer: with
+"""The power fault on real Postgres, in a container or a namespace node (docker and local
+backends) whose state sits on the power layer: with
 `fsync = off` it loses commits it acknowledged (the positive control: the fault can lose what
 was not made durable), with `fsync = on` it loses none, and the node starts again as after a
 machine restart."""
@@ -11,8 +12,11 @@ import psycopg
 import pytest
 
 from clusters import postgres_node as pg
+from clusters.backend import Backend
 from clusters.docker_backend import DockerBackend
+from clusters.local_backend import LocalBackend
 from clusters.single import SingleCluster
+from harness.errors import BadInput
 from nemesis.power import Power
 from tests.integration.conftest import eventually
 
@@ -21,9 +25,19 @@ pytestmark = pytest.mark.docker
 ROWS = 200
 
 
-@pytest.fixture
-def single(docker_backend: DockerBackend, cluster_name: str) -> Iterator[SingleCluster]:
-    backend = DockerBackend(power=True)
+@pytest.fixture(params=["docker", "local"])
+def single(
+    request: pytest.FixtureRequest, docker_backend: DockerBackend, cluster_name: str
+) -> Iterator[SingleCluster]:
+    """One Postgres node whose state is on the power layer, on either backend that offers it."""
+    backend: Backend
+    if request.param == "docker":
+        backend = DockerBackend(power=True)
+    else:
+        try:
+            backend = LocalBackend(power=True)
+        except BadInput as e:
+            pytest.skip(str(e))
     cluster = SingleCluster(backend, cluster_name, {})
     try:
         cluster.deploy(lambda msg: None)
