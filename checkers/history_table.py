@@ -78,6 +78,11 @@ def store_operations(
     """
     if not path.is_file():
         raise BadInput(f"history file {path} does not exist")
+    if not _has_content(path):
+        raise BadInput(
+            f"{path} holds no events: there is nothing to check (a run that recorded nothing, "
+            "or not the history meant?)"
+        )
     created = next((d for d in reversed(table.parents) if not d.exists()), None)
     table.parent.mkdir(parents=True, exist_ok=True)
     draft = table.with_name(f".{table.name}.{uuid.uuid4().hex}")
@@ -93,6 +98,15 @@ def store_operations(
     shutil.rmtree(table, ignore_errors=True)
     draft.rename(table)
     return stored
+
+
+def _has_content(path: Path, chunk: int = 1 << 16) -> bool:
+    """Whether the file holds anything but whitespace (read only until it does)."""
+    with path.open("rb") as f:
+        while data := f.read(chunk):
+            if data.strip():
+                return True
+    return False
 
 
 def load_events(spark: SparkSession, path: Path) -> tuple[DataFrame, list[str]]:

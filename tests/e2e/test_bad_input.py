@@ -88,3 +88,26 @@ def test_impossible_fault_target(store: Path) -> None:
         )
     )
     assert "partition-majority needs at least 3 nodes" in text and "single" in text
+
+
+def test_an_empty_history_is_one_sentence_not_a_java_stack(tmp_path: Path) -> None:
+    for content in ("", "\n  \n"):
+        history = tmp_path / "history.jsonl"
+        history.write_text(content)
+        text = assert_one_sentence(harness("check", str(history), "--workload", "set"))
+        assert "holds no events" in text
+
+
+def test_max_recovery_must_be_positive(store: Path) -> None:
+    assert "--max-recovery must be positive" in assert_one_sentence(
+        harness("run", "--max-recovery", "0", "--store", str(store))
+    )
+    assert "--max-recovery must be positive" in assert_one_sentence(
+        harness("check", str(store), "--max-recovery", "-3")
+    )
+
+
+def test_power_needs_a_backend_with_the_layer(store: Path) -> None:
+    args = ["run", "--nemesis", "power", "--backend", "ssh", "--node", "h1"]
+    text = assert_one_sentence(harness(*args, "--store", str(store)))
+    assert "the power fault needs the power layer" in text and "--backend docker" in text
