@@ -6,6 +6,7 @@ verdict the run gave. Several paths share one Spark session; the exit code is th
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ SEVERITY = [EXIT_INFRA, EXIT_BAD_INPUT, 1, 2, 0]
 MODES = ("safekeeper", "confirm-rollback")
 # The checkers whose verdict depends on the mode.
 MODE_CHECKERS = ("append", "set")
+BANK = "bank"
 AVAILABILITY = "availability"  # the checker that takes --max-recovery
 CLUSTER_STATE = "cluster-state"  # the checker that reads the run's polls of the cluster
 
@@ -45,9 +47,20 @@ class Target:
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     mode: str = MODES[0]
+    notes: list[str] = field(default_factory=list)  # what the report says of how it was read
 
 
-def resolve(path: Path, workloads: list[str] | None, out: Path | None) -> Target:
+@dataclass(frozen=True)
+class Bank:
+    """What `harness check` was told of a bare bank history (None: read it off the history)."""
+
+    accounts: int | None = None
+    total: int | None = None
+
+
+def resolve(
+    path: Path, workloads: list[str] | None, out: Path | None, bank: Bank = Bank()
+) -> Target:
     """A run folder carries its own configuration; a bare history needs `--workload`."""
     if not path.exists():
         raise BadInput(f"{path} does not exist: give a run folder or a history.jsonl file")
@@ -71,7 +84,62 @@ def resolve(path: Path, workloads: list[str] | None, out: Path | None) -> Target
     out_dir = out or path.parent / f"{path.stem}-check"
     out_dir.mkdir(parents=True, exist_ok=True)
     params = default_params(workloads)
-    return Target(path, out_dir, workloads, params, {"workloads": workloads, "history": str(path)})
+    notes = []
+    if BANK in workloads:
+        params[BANK], note = bank_params(path, bank)
+        notes += [note] if note else []
+    config = {"workloads": workloads, "history": str(path)}
+    return Target(path, out_dir, workloads, params, config, notes=notes)
+
+
+def bank_params(path: Path, given: Bank) -> tuple[dict[str, Any], str | None]:
+    """The accounts and total a bare bank history is held to: those given, and the rest read off
+    its first successful read (whose keys are the accounts and whose sum is the total); the note
+    says which were read, and from where."""
+    accounts = [str(a) for a in range(given.accounts)] if given.accounts is not None else None
+    total = given.total
+    if accounts is not None and total is not None:
+        return {"accounts": accounts, "total": total}, None
+    first = first_bank_read(path)
+    if first is None:
+        raise BadInput(
+            f"{path} has no successful bank read to take the accounts and total from: "
+            "give --accounts and --total"
+        )
+    index, balances = first
+    taken = []
+    if accounts is None:
+        numeric = all(k.lstrip("-").isdigit() for k in balances)
+        accounts = sorted(balances, key=int) if numeric else sorted(balances)
+        taken.append(f"accounts {', '.join(accounts)}")
+    if total is None:
+        total = sum(v for v in balances.values() if isinstance(v, int))
+        taken.append(f"total {total}")
+    note = (
+        f"bank: {' and '.join(taken)} taken from the first successful read (event {index}); "
+        "give --accounts and --total to hold the history to others"
+    )
+    return {"accounts": accounts, "total": total}, note
+
+
+def first_bank_read(path: Path) -> tuple[int, dict[str, Any]] | None:
+    """The index and balances of the history's first ok bank read, if any."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f):
+            if '"read"' not in line or '"ok"' not in line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if (
+                isinstance(event, dict)
+                and (event.get("type"), event.get("f")) == ("ok", "read")
+                and event.get("workload") in (None, BANK)
+                and isinstance(event.get("value"), dict)
+            ):
+                return event.get("index", number), event["value"]
+    return None
 
 
 def run_mode(config: dict[str, Any], config_path: Path) -> str:
@@ -127,6 +195,7 @@ def analyze(
         )
         results["mode"] = mode
         results["config"] = target.config
+        results["notes"] = target.notes + results.get("notes", [])
         store.write_json(target.out_dir / store.RESULTS, results)
         step("writing the report")
         render_report(results, target.out_dir / store.REPORT, target.out_dir)
@@ -142,6 +211,7 @@ def check_paths(
     model: str | None = None,
     mode: str | None = None,
     max_recovery: float | None = None,
+    bank: Bank = Bank(),
 ) -> int:
     """Check each path, print its verdict and report path; return the worst exit code. `model`,
     `mode` and `max_recovery`, when given, override each run's."""
@@ -150,7 +220,7 @@ def check_paths(
     if out is not None and len(paths) > 1:
         raise BadInput("--out takes one path to check; drop it to write beside each history")
     if len(paths) == 1:  # one path: its bad input is the whole answer (exit 254 via the CLI)
-        target = resolve(paths[0], workloads, out)
+        target = resolve(paths[0], workloads, out, bank)
         results = analyze(start_spark(spark_master), target, console, model, mode, max_recovery)
         print_verdict(console, results, target.out_dir)
         return exit_code(results["valid"])
@@ -158,7 +228,7 @@ def check_paths(
     codes = []
     for path in paths:
         try:
-            target = resolve(path, workloads, out)
+            target = resolve(path, workloads, out, bank)
             results = analyze(spark, target, console, model, mode, max_recovery)
         except BadInput as e:
             console.print(f"[red]error:[/] {e}")

@@ -313,6 +313,18 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
     help="Seconds free of faults a write may take to be acknowledged again after a heal "
     "(slow-recovery, write-stall); default: the run's bound, or none.",
 )
+@click.option(
+    "--accounts",
+    type=int,
+    default=None,
+    help="A bare bank history's accounts, 0…N-1; default: the keys of its first successful read.",
+)
+@click.option(
+    "--total",
+    type=int,
+    default=None,
+    help="A bare bank history's total; default: the sum of its first successful read.",
+)
 @spark_master_option("the analysis")
 def check(
     paths: tuple[Path, ...],
@@ -321,18 +333,25 @@ def check(
     model: str | None,
     mode: str | None,
     max_recovery: float | None,
+    accounts: int | None,
+    total: int | None,
     spark_master: str | None,
 ) -> None:
     """Re-check stored histories (run folders or history.jsonl files) without any cluster.
 
     Each path gets its own verdict and report; the exit code is the worst of them.
     """
-    from harness.check import check_paths
+    from harness.check import Bank, check_paths
 
     if max_recovery is not None and max_recovery <= 0:
         raise BadInput(f"--max-recovery must be positive, got {max_recovery:g}")
+    if accounts is not None and accounts < 1:
+        raise BadInput(f"--accounts must be at least 1, got {accounts}")
     names = split_names(workloads) if workloads else None
-    sys.exit(check_paths(list(paths), names, out, spark_master, console, model, mode, max_recovery))
+    bank = Bank(accounts, total)
+    sys.exit(
+        check_paths(list(paths), names, out, spark_master, console, model, mode, max_recovery, bank)
+    )
 
 
 @cli.command()
