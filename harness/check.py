@@ -83,8 +83,17 @@ def resolve(
         raise BadInput(f"{path} is a bare history: say which workload it is with --workload")
     out_dir = out or path.parent / f"{path.stem}-check"
     out_dir.mkdir(parents=True, exist_ok=True)
-    params = default_params(workloads)
     notes = []
+    if path.suffix == ".edn":  # Jepsen's format: checked as the same history in ours
+        from harness.edn_history import read_events
+
+        events = read_events(path)
+        converted = out_dir / store.HISTORY
+        with converted.open("w", encoding="utf-8") as f:
+            f.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in events)
+        notes.append(f"read from Jepsen's EDN history {path} ({len(events)} events)")
+        path = converted
+    params = default_params(workloads)
     if BANK in workloads:
         params[BANK], note = bank_params(path, bank)
         notes += [note] if note else []

@@ -6,6 +6,7 @@ Exit codes (DESIGN.md): 0 valid · 1 anomalies · 2 unknown · 254 bad arguments
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import traceback
@@ -19,6 +20,7 @@ from rich.table import Table
 
 from clusters.registry import all_kind_options
 from clusters.registry import kind_options as registry_kind_options
+from harness import store
 from harness.check import MODES as CHECK_MODES
 from harness.config import RunConfig, split_names
 from harness.errors import BadInput, InfraError
@@ -352,6 +354,42 @@ def check(
     sys.exit(
         check_paths(list(paths), names, out, spark_master, console, model, mode, max_recovery, bank)
     )
+
+
+@cli.command()
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["edn"]),
+    default="edn",
+    show_default=True,
+    help="edn: Jepsen's history format, which Elle reads.",
+)
+@click.option(
+    "--out",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Where to write it (default: history.edn in the run folder).",
+)
+def export(run: Path, fmt: str, out: Path | None) -> None:
+    """Write a run's history in another format, so that other tools can check it too."""
+    from harness.edn_history import write_events
+    from harness.history import has_partial_last_line
+
+    history = run / store.HISTORY if run.is_dir() else run
+    if not history.is_file():
+        raise BadInput(f"{run} is neither a run folder nor a history file")
+    lines = history.read_text(encoding="utf-8").splitlines()
+    if lines and has_partial_last_line(history):
+        lines = lines[:-1]  # cut off by a crash
+    try:
+        events = [json.loads(line) for line in lines if line.strip()]
+    except ValueError as e:
+        raise BadInput(f"{history} is not a history of JSON lines: {e}") from e
+    target = out or history.with_suffix(f".{fmt}")
+    count = write_events(events, target)
+    console.print(f"{count} events written to {target}")
 
 
 @cli.command()
