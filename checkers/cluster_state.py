@@ -4,7 +4,14 @@ promises, as Jepsen reads a database's own records:
 - `two-primaries`: two computes said at once that they serve clients (one writable primary);
 - `term-below-commit`: a term started (its entry in a safekeeper's term history) below an LSN
   that a safekeeper had reported committed before that term was won: the new term's log lacks
-  committed WAL (seed 003; Raft's leader completeness).
+  committed WAL (seed 003; Raft's leader completeness);
+- `two-leaders-in-term`: two safekeepers' term histories give one term different starts (one
+  proposer per term);
+- `term-backwards`: a safekeeper's term went down between two polls (a term is durable before
+  its vote is given);
+- `commit-beyond-quorum`: a safekeeper reported a commit LSN that, at the next poll, no quorum
+  of the safekeepers' flush positions reached (one that did not answer counts as holding
+  everything; a poll's answers are not one instant, so a commit is held to later flushes).
 
 Also the takeovers: each time another compute begins to serve, with its term. Polls come about
 once a second, so what lasts less may pass unseen; what is seen is never a guess.
@@ -33,18 +40,24 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     committed = (0, "", 0)  # the highest commit LSN reported so far: lsn, node, time
     starts: dict[int, tuple[int, str, int]] = {}  # term → its start, where and when first seen
     max_term = 0
+    terms: dict[str, tuple[int, int]] = {}  # safekeeper → its last term, and when
+    keepers = sorted(
+        {n for r in rounds for n, s in (r.get("nodes") or {}).items() if "history" in s}
+    )
+    reported: dict[str, tuple[int, int]] = {}  # each safekeeper's commit LSN last round, and when
     for r in rounds:
         t, nodes = r["time"], r.get("nodes") or {}
+        anomalies += _per_round(t, nodes, terms, keepers, reported)
         serving = tuple(sorted(n for n, s in nodes.items() if s.get("serving")))
         if len(serving) > 1 and serving != serving_before:
-            terms = ", ".join(f"{n} (term {nodes[n].get('term')})" for n in serving)
+            who = ", ".join(f"{n} (term {nodes[n].get('term')})" for n in serving)
             anomalies.append(
                 {
                     "type": "two-primaries",
                     "window_ns": [t, t],
                     "nodes": list(serving),
                     "explanation": (
-                        f"at {t / NS_PER_S:.1f} s {terms} each said it serves clients: only the "
+                        f"at {t / NS_PER_S:.1f} s {who} each said it serves clients: only the "
                         "compute that leads the current term may"
                     ),
                 }
@@ -57,6 +70,21 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             max_term = max(max_term, s.get("term") or 0)
             for term, start in s.get("history") or []:
                 if term in starts:
+                    first, where, when = starts[term]
+                    if start != first:
+                        anomalies.append(
+                            {
+                                "type": "two-leaders-in-term",
+                                "window_ns": [when, t],
+                                "term": term,
+                                "explanation": (
+                                    f"term {term} starts at {lsn_text(first)} in {where}'s term "
+                                    f"history ({when / NS_PER_S:.1f} s) and at {lsn_text(start)} "
+                                    f"in {n}'s ({t / NS_PER_S:.1f} s): two proposers wrote in it"
+                                ),
+                            }
+                        )
+                        starts[term] = (start, n, t)  # report each disagreement once
                     continue
                 starts[term] = (start, n, t)
                 lsn, holder, seen = committed
@@ -86,6 +114,55 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "terms_seen": len(starts),
         "max_term": max_term,
     }
+
+
+def _per_round(
+    t: int,
+    nodes: dict[str, dict[str, Any]],
+    terms: dict[str, tuple[int, int]],
+    keepers: list[str],
+    reported: dict[str, tuple[int, int]],
+) -> list[dict[str, Any]]:
+    """The invariants one round shows on its own, or against the safekeepers' last terms."""
+    found = []
+    polled = {n: s for n, s in nodes.items() if "history" in s}
+    for n, s in polled.items():
+        term = s.get("term") or 0
+        before, when = terms.get(n, (0, t))
+        if term < before:
+            found.append(
+                {
+                    "type": "term-backwards",
+                    "window_ns": [when, t],
+                    "explanation": (
+                        f"{n}'s term went from {before} ({when / NS_PER_S:.1f} s) down to {term} "
+                        f"({t / NS_PER_S:.1f} s): a promise it gave was not durable"
+                    ),
+                }
+            )
+        terms[n] = (term, t)
+    if polled:
+        quorum = len(keepers) // 2 + 1
+        # a safekeeper that did not answer this round may hold everything
+        flushes = [(polled[n].get("flush_lsn") or 0) if n in polled else 1 << 62 for n in keepers]
+        held = sorted(flushes, reverse=True)[quorum - 1]
+        # a round's answers are not one instant: a commit is held to the flushes polled after it
+        for n, (commit, when) in list(reported.items()):
+            if commit > held:
+                found.append(
+                    {
+                        "type": "commit-beyond-quorum",
+                        "window_ns": [when, t],
+                        "explanation": (
+                            f"{n} reported {lsn_text(commit)} committed at {when / NS_PER_S:.1f} "
+                            f"s, but at {t / NS_PER_S:.1f} s no quorum of the safekeepers held "
+                            f"WAL past {lsn_text(held)}: committed WAL was lost"
+                        ),
+                    }
+                )
+        reported.clear()
+        reported.update({n: (s.get("commit_lsn") or 0, t) for n, s in polled.items()})
+    return found
 
 
 def read_rounds(path: Path) -> list[dict[str, Any]]:

@@ -52,9 +52,9 @@ def test_a_term_started_below_committed_wal_is_found() -> None:
         {
             "time": 60 * S,
             "nodes": {
-                "n3": safekeeper(3, h3, 0x5046000),
+                "n3": safekeeper(3, h3, 0x5046000, 0x5047000),
                 "n4": safekeeper(3, h3, 0x5046C00),
-                "n5": safekeeper(3, h3, 0x50455F0),
+                "n5": safekeeper(3, h3, 0x50455F0, 0x5047000),
             },
         },
         {
@@ -95,3 +95,70 @@ def test_the_polls_file_is_read_up_to_a_line_cut_off_by_a_crash(tmp_path: Path) 
     assert read_rounds(path) == [{"time": 1, "nodes": {"n1": {"serving": True}}}]
     assert check(None, str(path))["rounds"] == 1
     assert check(None, None) == {"valid": True, "anomaly_types": [], "anomalies": [], "rounds": 0}
+
+
+def test_two_starts_of_one_term_are_two_leaders() -> None:
+    rounds = [
+        {"time": 1 * S, "nodes": {"n3": safekeeper(5, [[5, 0x3000000]], 0x3000000)}},
+        {"time": 2 * S, "nodes": {"n4": safekeeper(5, [[5, 0x3000100]], 0x3000000)}},
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["two-leaders-in-term"]
+    assert (
+        "term 5 starts at 0/3000000 in n3's term history" in result["anomalies"][0]["explanation"]
+    )
+
+
+def test_a_term_that_goes_down_was_not_durable() -> None:
+    h = [[1, 0x1000000]]
+    rounds = [
+        {"time": 1 * S, "nodes": {"n3": safekeeper(7, h, 0x1000000)}},
+        {"time": 9 * S, "nodes": {"n3": safekeeper(6, h, 0x1000000)}},  # after a power loss
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["term-backwards"]
+    assert (
+        "n3's term went from 7 (1.0 s) down to 6 (9.0 s)" in result["anomalies"][0]["explanation"]
+    )
+
+
+def test_a_commit_no_quorum_holds_is_beyond_the_quorum() -> None:
+    h = [[1, 0x1000000]]
+    lost = {
+        "n3": safekeeper(1, h, 0x2000000, flush=0x2000000),
+        "n4": safekeeper(1, h, 0x1800000, flush=0x1800000),  # its unsynced tail lost power
+        "n5": safekeeper(1, h, 0x1800000, flush=0x1800000),
+    }
+    before = {n: safekeeper(1, h, 0x1000000, flush=0x2000000) for n in ("n4", "n5")}
+    result = analyse([{"time": 3 * S, "nodes": lost | before}, {"time": 4 * S, "nodes": lost}])
+    assert result["anomaly_types"] == ["commit-beyond-quorum"]
+    assert len(result["anomalies"]) == 1
+    assert (
+        "n3 reported 0/2000000 committed at 3.0 s, but at 4.0 s no quorum"
+        in (result["anomalies"][0]["explanation"])
+    )
+
+
+def test_a_commit_is_held_to_the_flushes_polled_after_it() -> None:
+    """One poll's answers are milliseconds apart: a commit may pass flushes read before it."""
+    h = [[1, 0x1000000]]
+    first = {"n3": safekeeper(2, h, 0x5018E78, flush=0x5018F30),
+             "n4": safekeeper(2, h, 0x5018DC0), "n5": safekeeper(2, h, 0x5018DC0)}  # fmt: skip
+    then = {n: safekeeper(2, h, 0x5018E78, flush=0x5019000) for n in ("n3", "n4", "n5")}
+    assert analyse([{"time": 1 * S, "nodes": first}, {"time": 2 * S, "nodes": then}])["valid"]
+
+
+def test_a_safekeeper_that_does_not_answer_may_hold_the_commit() -> None:
+    h = [[1, 0x1000000]]
+    seen = {"n3": safekeeper(1, h, 0x2000000, flush=0x2000000),
+            "n4": safekeeper(1, h, 0x1800000, flush=0x1800000)}  # fmt: skip
+    first = {"time": 1 * S, "nodes": seen | {"n5": safekeeper(1, h, 0x2000000, 0x2000000)}}
+    paused = {"time": 2 * S, "nodes": seen}
+    assert analyse([first, paused])["valid"] is True
+
+
+def test_two_primaries_while_safekeepers_are_polled_too() -> None:
+    h = [[1, 0x1000000]]
+    sk = safekeeper(2, h, 0x1000000)
+    round_ = {"n1": compute(True, 1), "n2": compute(True, 2), "n3": sk, "n4": sk, "n5": sk}
+    assert analyse([{"time": 1 * S, "nodes": round_}])["anomaly_types"] == ["two-primaries"]
