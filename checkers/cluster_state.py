@@ -9,6 +9,8 @@ promises, as Jepsen reads a database's own records:
   proposer per term);
 - `term-backwards`: a safekeeper's term went down between two polls (a term is durable before
   its vote is given);
+- `log-divergence` (from the checksums the kind collects at the end of a run): two safekeepers
+  hold different bytes over an LSN range below the commit LSN that both hold;
 - `commit-beyond-quorum`: a safekeeper reported a commit LSN that, at the next poll, no quorum
   of the safekeepers' flush positions reached (one that did not answer counts as holding
   everything; a poll's answers are not one instant, so a commit is held to later flushes).
@@ -176,8 +178,52 @@ def read_rounds(path: Path) -> list[dict[str, Any]]:
     return rounds
 
 
-def check(ops: Any, polls: str | None = None) -> dict[str, Any]:
-    """The verdict on a run's polls file (`polls`); a history without one has nothing to check."""
-    if polls is None or not Path(polls).is_file():
-        return {"valid": True, "anomaly_types": [], "anomalies": [], "rounds": 0}
-    return analyse(read_rounds(Path(polls)))
+def divergence(collected: dict[str, Any]) -> list[dict[str, Any]]:
+    """`log-divergence`: two safekeepers whose checksums of one LSN range, below the commit LSN
+    and held whole by both, differ (`collected`: the kind's WAL digests at the end of a run)."""
+    by_range: dict[tuple[int, int], dict[str, str]] = {}
+    for node, chunks in (collected.get("digests") or {}).items():
+        for lo, hi, digest in chunks:
+            by_range.setdefault((lo, hi), {})[node] = digest
+    found = []
+    commit = collected.get("commit_lsn") or 0
+    for (lo, hi), held in sorted(by_range.items()):
+        if len(set(held.values())) > 1:
+            groups: dict[str, list[str]] = {}
+            for node, digest in sorted(held.items()):
+                groups.setdefault(digest, []).append(node)
+            sides = " | ".join(" ".join(nodes) for nodes in groups.values())
+            found.append(
+                {
+                    "type": "log-divergence",
+                    "lsn_range": [lo, hi],
+                    "explanation": (
+                        f"the safekeepers hold different WAL in {lsn_text(lo)}–{lsn_text(hi)}, "
+                        f"below the commit LSN {lsn_text(commit)} ({sides}): the committed log "
+                        "is not one"
+                    ),
+                }
+            )
+            if len(found) >= 10:
+                break
+    return found
+
+
+def check(ops: Any, polls: str | None = None, digests: str | None = None) -> dict[str, Any]:
+    """The verdict on a run's polls file (`polls`) and end-of-run WAL checksums (`digests`); a
+    history without them has nothing to check."""
+    result: dict[str, Any] = {"valid": True, "anomaly_types": [], "anomalies": [], "rounds": 0}
+    if polls is not None and Path(polls).is_file():
+        result = analyse(read_rounds(Path(polls)))
+    if digests is not None and Path(digests).is_file():
+        collected = json.loads(Path(digests).read_text() or "{}")
+        result["anomalies"] += divergence(collected)
+        result["wal_compared"] = {
+            "ranges": len(
+                {tuple(c[:2]) for cs in collected.get("digests", {}).values() for c in cs}
+            ),
+            "upto_lsn": collected.get("commit_lsn"),
+        }
+    result["anomaly_types"] = sorted({a["type"] for a in result["anomalies"]})
+    result["valid"] = not result["anomalies"]
+    return result

@@ -31,10 +31,12 @@ from clusters.kind import (
 )
 from clusters.walkeeper import bugs  # its lists of names: the modules the harness reads
 from clusters.walkeeper.limbo import MODES
+from harness import store
 from harness.errors import BadInput
 
 DAEMONS = Path(__file__).parent / "walkeeper"
 FRAME = struct.Struct(">II")  # the daemons' framing: header and payload lengths
+DIGEST_SPAN = 4 << 20  # bytes of WAL per checksum compared across safekeepers
 INSTALL = "/opt/walkeeper"
 SK_PORT = 7676
 PROXY_PORT = 7677
@@ -330,6 +332,26 @@ class SafekeeperCluster(ClusterKind):
                 }
         return polled
 
+    def wal_digests(self) -> dict[str, Any]:
+        """Each safekeeper's SHA-256 of each DIGEST_SPAN of its WAL, from where their logs
+        begin up to the highest commit LSN any reports: the cluster-state checker compares them
+        (two safekeepers must hold the same bytes wherever both hold the committed log)."""
+        addresses = {n.name: n.endpoint(SK_PORT) for n in self.safekeepers()}
+        states = {name: ask_status(address, 5.0) for name, address in addresses.items()}
+        answered = {name: s for name, s in states.items() if s.get("ok") and s.get("base_lsn")}
+        if not answered:
+            return {}
+        commit = max(s.get("commit_lsn") or 0 for s in answered.values())
+        start = max(s["base_lsn"] for s in answered.values())
+        digests: dict[str, list[list[Any]]] = {name: [] for name in answered}
+        for lo in range(start, commit, DIGEST_SPAN):
+            hi = min(lo + DIGEST_SPAN, commit)
+            for name in answered:
+                reply = ask(addresses[name], {"type": "checksum", "start": lo, "end": hi}, 30.0)
+                if reply.get("ok") and reply["end"] > lo:
+                    digests[name].append([lo, reply["end"], reply["sha256"]])
+        return {"commit_lsn": commit, "start": start, "span": DIGEST_SPAN, "digests": digests}
+
     def collect(self, dest: Path) -> None:
         for node in self.nodes:
             target = dest / node.name
@@ -338,6 +360,7 @@ class SafekeeperCluster(ClusterKind):
             node.get(f"{SK_DATA}/control.json", target)
             (target / "container.log").write_text(node.logs())
         (dest / "cluster-status.json").write_text(json.dumps(self.status(), indent=2))
+        (dest / store.WAL_DIGESTS).write_text(json.dumps(self.wal_digests()))
 
 
 def planted(options: dict[str, Any]) -> list[str]:
@@ -383,9 +406,14 @@ def install(node: Node) -> None:
 
 
 def ask_status(address: tuple[str, int], timeout: float = 1.0) -> dict[str, Any]:
-    """A daemon's status over its own protocol (two big-endian lengths, a JSON header, a
-    payload), as an operator's probe asks it; {} when it does not answer in time."""
-    request = json.dumps({"type": "status"}).encode()
+    """A daemon's status over its own protocol, as an operator's probe asks it."""
+    return ask(address, {"type": "status"}, timeout)
+
+
+def ask(address: tuple[str, int], what: dict[str, Any], timeout: float = 1.0) -> dict[str, Any]:
+    """One request to a daemon over its own protocol (two big-endian lengths, a JSON header, a
+    payload); {} when it does not answer in time."""
+    request = json.dumps(what).encode()
     try:
         with socket.create_connection(address, timeout) as sock:
             sock.settimeout(timeout)

@@ -76,8 +76,9 @@ def resolve(
         params = dict(config.get("workload_params", {}))
         if config.get("max_recovery") is not None:
             params[AVAILABILITY] = {"max_recovery": config["max_recovery"]}
-        if (path / store.POLLS).is_file():
-            params[CLUSTER_STATE] = {"polls": str(path / store.POLLS)}
+        state = {"polls": path / store.POLLS, "digests": path / store.NODES / store.WAL_DIGESTS}
+        if found := {k: str(v) for k, v in state.items() if v.is_file()}:
+            params[CLUSTER_STATE] = found
         return Target(history, out or path, names, params, config, run_mode(config, config_path))
     if not workloads:
         raise BadInput(f"{path} is a bare history: say which workload it is with --workload")

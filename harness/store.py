@@ -15,6 +15,7 @@ REPORT = "report.html"
 OPS = "ops.parquet"
 NODES = "nodes"
 POLLS = "cluster.jsonl"  # the cluster's account of itself during the run (harness/polls.py)
+WAL_DIGESTS = "wal-digests.json"  # in NODES: checksums of each safekeeper's WAL, by LSN range
 
 
 def new_run_dir(store: Path, test_name: str) -> Path:

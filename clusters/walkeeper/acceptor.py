@@ -13,6 +13,7 @@ Two variants, chosen at start:
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from typing import Any
@@ -152,6 +153,19 @@ class Acceptor:
             self.storage.save()
             self.last_save = time.monotonic()
         return {"ok": True, "term": c.term, "epoch": c.epoch, "flush_lsn": flush}, b""
+
+    def on_checksum(self, req: dict[str, Any], payload: bytes, session: dict) -> tuple[dict, bytes]:
+        """The SHA-256 of this safekeeper's WAL over [start, end) (cut at its flush LSN, at most
+        READ_LIMIT bytes), so that an operator compares logs without copying them."""
+        start = int(req["start"])
+        end = min(int(req["end"]), start + READ_LIMIT, self.storage.flush_lsn)
+        data = self.storage.read(start, end) if end > start else b""
+        return {
+            "ok": True,
+            "start": start,
+            "end": start + len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }, b""
 
     def on_read(self, req: dict[str, Any], payload: bytes, session: dict) -> tuple[dict, bytes]:
         """Serve WAL to a follower or a recovering proposer (seed 001: any safekeeper is a WAL

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checkers.cluster_state import analyse, check, read_rounds
+from checkers.cluster_state import analyse, check, divergence, read_rounds
 
 S = 1_000_000_000
 
@@ -162,3 +162,14 @@ def test_two_primaries_while_safekeepers_are_polled_too() -> None:
     sk = safekeeper(2, h, 0x1000000)
     round_ = {"n1": compute(True, 1), "n2": compute(True, 2), "n3": sk, "n4": sk, "n5": sk}
     assert analyse([{"time": 1 * S, "nodes": round_}])["anomaly_types"] == ["two-primaries"]
+
+
+def test_ranges_a_safekeeper_holds_only_in_part_are_not_compared() -> None:
+    digests = {
+        "n3": [[0, 100, "aa"], [100, 200, "bb"]],
+        "n4": [[0, 100, "aa"], [100, 150, "cc"]],  # its log ends inside the second range
+    }
+    assert divergence({"commit_lsn": 200, "digests": digests}) == []
+    digests["n4"][0][2] = "zz"
+    (found,) = divergence({"commit_lsn": 200, "digests": digests})
+    assert found["lsn_range"] == [0, 100] and "(n3 | n4)" in found["explanation"]
