@@ -334,8 +334,9 @@ class SafekeeperCluster(ClusterKind):
 
     def wal_digests(self) -> dict[str, Any]:
         """Each safekeeper's SHA-256 of each DIGEST_SPAN of its WAL, from where their logs
-        begin up to the highest commit LSN any reports: the cluster-state checker compares them
-        (two safekeepers must hold the same bytes wherever both hold the committed log)."""
+        begin up to the commit LSN it reports (below it, its log is the committed log, whatever
+        uncommitted tail it holds past it): the cluster-state checker compares them (two
+        safekeepers must hold the same bytes wherever both hold a range of the committed log)."""
         addresses = {n.name: n.endpoint(SK_PORT) for n in self.safekeepers()}
         states = {name: ask_status(address, 5.0) for name, address in addresses.items()}
         answered = {name: s for name, s in states.items() if s.get("ok") and s.get("base_lsn")}
@@ -345,8 +346,11 @@ class SafekeeperCluster(ClusterKind):
         start = max(s["base_lsn"] for s in answered.values())
         digests: dict[str, list[list[Any]]] = {name: [] for name in answered}
         for lo in range(start, commit, DIGEST_SPAN):
-            hi = min(lo + DIGEST_SPAN, commit)
-            for name in answered:
+            for name, state in answered.items():
+                # only what this safekeeper knows committed: below that, its log is the log
+                hi = min(lo + DIGEST_SPAN, commit, state.get("commit_lsn") or 0)
+                if hi <= lo:
+                    continue
                 reply = ask(addresses[name], {"type": "checksum", "start": lo, "end": hi}, 30.0)
                 if reply.get("ok") and reply["end"] > lo:
                     digests[name].append([lo, reply["end"], reply["sha256"]])
