@@ -4,7 +4,8 @@ checked by Elle and by the harness and the verdicts compared.
 Reading takes a file of EDN forms, each an operation map (or one vector of them), comments
 allowed: keywords become their names (`:ok` → "ok", `[:append 1 2]` → ["append", 1, 2],
 `:process :nemesis` → "nemesis"), a map's keys become text (a bank read `{0 10}` → {"0": 10},
-a transfer `{:from 0 …}` → {"from": 0, …}), `nil` null and a set a list. A missing `:index` or
+a transfer `{:from 0 …}` → {"from": 0, …}), `nil` null and a set a list; a completed
+transaction's read of `nil` found the key empty, []. A missing `:index` or
 `:time` is the operation's position.
 
 Writing does the reverse, as Jepsen writes histories: one map per line, `:type`, `:f` and a
@@ -54,12 +55,27 @@ def read_events(path: Path) -> list[dict[str, Any]]:
         if not isinstance(op, Mapping):
             raise BadInput(f"{path}: form {position + 1} is not an operation map: {op!r:.80}")
         event = {plain(k): plain(v) for k, v in op.items()}
+        if event.get("f") == "txn" and event.get("type") == "ok":
+            event["value"] = empty_reads(event.get("value"))
         event.setdefault("index", position)
         event["time"] = event.get("time") if isinstance(event.get("time"), int) else position
         if event.get("error") is not None and not isinstance(event["error"], str):
             event["error"] = edn_format.dumps(op[Keyword("error")])
         events.append(event)
     return events
+
+
+def empty_reads(value: Any) -> Any:
+    """In a completed transaction, a read of nil found the key empty (Jepsen's and Elle's
+    reading); ours spells that []."""
+    if not isinstance(value, list):
+        return value
+    return [
+        ["r", m[1], []]
+        if isinstance(m, list) and len(m) == 3 and m[0] == "r" and m[2] is None
+        else m
+        for m in value
+    ]
 
 
 def edn_value(value: Any, f: str | None = None) -> Any:

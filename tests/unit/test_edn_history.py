@@ -42,6 +42,15 @@ def test_an_edn_history_reads_into_our_model(tmp_path: Path) -> None:
     ]  # fmt: skip
 
 
+def test_a_completed_read_of_nil_found_the_key_empty(tmp_path: Path) -> None:
+    """Jepsen writes an empty key's read as nil; the invocation's nil is still unknown."""
+    path = tmp_path / "h.edn"
+    path.write_text(G1C.replace("[:r 1 [1]]", "[:r 1 nil]"))
+    events = read_events(path)
+    assert events[1]["value"] == [["append", 2, 1], ["r", 1, None]]
+    assert events[3]["value"] == [["append", 2, 1], ["r", 1, []]]
+
+
 def test_our_events_are_written_as_jepsen_writes_them() -> None:
     value = [["append", 3, 1], ["r", 3, [1]]]
     txn = {"index": 5, "time": 9, "process": 2, "type": "ok", "f": "txn", "value": value,
