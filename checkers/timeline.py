@@ -26,12 +26,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from harness.history import NEMESIS
+from harness.history import FINAL_READS_PROCESS, NEMESIS
 
 CHUNK = 5_000  # operations per details chunk: the page decodes a few for a zoomed-in window
 VALUE_CHARS = 80  # a value longer than this shows its start (history.jsonl has it whole)
 ERROR_CHARS = 160
-FINAL_PROCESS = 10_000_000  # the runner's final reads start at this process number
 OWN_LANES = 128  # a history with at most this many processes gives each its own lane
 TYPES = ("ok", "fail", "info")
 PENDING = 0xFFFFFFFF  # duration of an operation that never completed: it lasts to the end
@@ -159,9 +158,9 @@ def _lanes(
         number = int(name) if name.lstrip("-").isdigit() else None
         if name == NEMESIS:
             lane_of.append(NEMESIS)
-        elif concurrency and number is not None and 0 <= number < FINAL_PROCESS:
+        elif concurrency and number is not None and 0 <= number < FINAL_READS_PROCESS:
             lane_of.append(f"worker {number % concurrency}")
-        elif concurrency and number is not None and number >= FINAL_PROCESS:
+        elif concurrency and number is not None and number >= FINAL_READS_PROCESS:
             lane_of.append("final reads")
         else:
             lane_of.append(f"process {name}")

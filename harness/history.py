@@ -15,6 +15,9 @@ from typing import Any
 
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 NEMESIS = "nemesis"
+# The runner's final reads (after the heal and the settle) are made by processes numbered from
+# here; a read among them may rest on that, where other reads need real-time order.
+FINAL_READS_PROCESS = 10_000_000
 INT64 = range(-(2**63), 2**63)  # what an index, a time or a numbered process may be
 
 

@@ -31,6 +31,7 @@ from checkers.listappend.graph import (
 from checkers.listappend.history import INIT, Txn
 from checkers.listappend.keys import LOST, Access
 from checkers.rollback import CONFIRM_ROLLBACK, RESURRECTED
+from harness.history import FINAL_READS_PROCESS
 
 DEFAULT_BUDGET = 10.0  # seconds of cycle search per strongly connected component
 CASE_CAP = 20  # cases kept per anomaly type; the counts are complete
@@ -108,7 +109,8 @@ def judge(
     elif any(n.endswith("-process") for n in wanted):
         process_edges(graphed, edges)
 
-    found = _by_type(cases)
+    process_of = {t.index: t.process for t in txns}
+    found = _by_type(lost_on_evidence(cases, process_of))
     if not len(edges):
         found["empty-transaction-graph"] = [
             {"type": "empty-transaction-graph", "ops": [], "explanation": EMPTY}
@@ -118,7 +120,6 @@ def judge(
     if cycle_cases:
         steps = [step for cyc in cycle_cases.values() for c in cyc for step in c]
         why = reasons({g.row[s] for s in steps} - {NO_ROW})
-        process_of = {t.index: t.process for t in graphed}
         for name, cyc in cycle_cases.items():
             found[name] = [explain_cycle(name, c, why, process_of) for c in cyc]
     if timeouts:
@@ -144,6 +145,25 @@ def judge(
         "edge_count": pairs,
         "other_anomaly_types": sorted(set(found) - set(reported)),
     }
+
+
+def lost_on_evidence(
+    cases: list[dict[str, Any]], process_of: dict[int, int]
+) -> list[dict[str, Any]]:
+    """The lost-append cases that are evidence of loss: those whose read is a final read (taken
+    after the faults healed and the cluster settled), each saying so. Any other read may, in
+    Elle's models, be ordered before an append acknowledged before it began; under a model with
+    real-time order such a read is a real-time cycle, named as Elle names it."""
+    kept = []
+    for case in cases:
+        if case["type"] != LOST:
+            kept.append(case)
+            continue
+        process = process_of.get(case["ops"][-1])
+        if isinstance(process, int) and process >= FINAL_READS_PROCESS:
+            rests = "it rests on a final read, taken after the faults healed"
+            kept.append(case | {"explanation": f"{case['explanation']} ({rests})"})
+    return kept
 
 
 def _by_type(cases: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
