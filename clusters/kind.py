@@ -90,6 +90,10 @@ class ClusterKind(ABC):
     # The contract the checkers hold its histories to (DESIGN.md): "safekeeper" (a commit that
     # returned is durable) or "confirm-rollback" (also: a rolled-back write never appears).
     mode: str = "safekeeper"
+    # Whether one primary serves every read and write, so that a read that begins after a
+    # COMMIT returned sees it (one Postgres, or a failover cluster that keeps one primary): its
+    # append histories are then held to the real-time variant of what the isolation promises.
+    realtime_order: bool = False
 
     def __init__(self, backend: Backend, cluster: str, options: dict[str, Any]) -> None:
         self.backend = backend

@@ -13,6 +13,7 @@ from clusters.kind import ClusterKind, Endpoint, wait_until
 
 class SingleCluster(ClusterKind):
     name = "single"
+    realtime_order = True
 
     @classmethod
     def nodes_needed(cls, options: dict[str, Any]) -> int:

@@ -187,7 +187,9 @@ def cli() -> None:
     default=None,
     help="Consistency model append histories are checked against, as Elle names them "
     "(read-committed, snapshot-isolation, serializable, strict-serializable, strong-session-…); "
-    "default: what --isolation promises.",
+    "default: what --isolation promises, with real-time order on a cluster with one primary "
+    "(single, safekeeper: serializable is held to strict-serializable, repeatable-read to "
+    "strong-snapshot-isolation), where a read that begins after a COMMIT returned must see it.",
 )
 @click.option(
     "--op-timeout",

@@ -24,12 +24,13 @@ from harness import store
 from harness.config import RunConfig
 from harness.errors import BadInput
 from harness.generator import Generator, Pacer
-from harness.history import HistoryWriter
+from harness.history import FINAL_READS_PROCESS, HistoryWriter
 from harness.inflight import InFlight, Op, RunOver
 from harness.polls import PollRecorder
 from harness.progress import Progress
 from nemesis.base import Nemesis
 from workloads import build as build_workloads
+from workloads.append import REALTIME_MODEL_FOR_ISOLATION
 from workloads.base import Workload, WorkloadOptions
 from workloads.clients import Client, client_for
 
@@ -75,9 +76,12 @@ class Runner:
         cfg.validate()
         self.cfg = cfg
         self.console = console
-        self.options = WorkloadOptions(isolation=cfg.isolation, model=cfg.model)
-        self.workloads = build_workloads(cfg.workloads, self.options)
         self.kind_class = cluster_kind(cfg.cluster)
+        model = cfg.model
+        if model is None and self.kind_class.realtime_order:
+            model = REALTIME_MODEL_FOR_ISOLATION.get(cfg.isolation)
+        self.options = WorkloadOptions(isolation=cfg.isolation, model=model)
+        self.workloads = build_workloads(cfg.workloads, self.options)
         nemesis.validate(
             cfg.nemesis, self.kind_class.nodes_needed(cfg.cluster_options), cfg.cluster
         )
@@ -245,7 +249,7 @@ class Runner:
 
     def _final_reads(self, ep: Endpoint, inflight: InFlight) -> None:
         """Each workload's final reads, retried until they succeed or the deadline passes."""
-        process = 10_000_000  # apart from every worker's process numbers
+        process = FINAL_READS_PROCESS  # apart from every worker's process numbers
         deadline = time.monotonic() + FINAL_READ_DEADLINE
         client = self._client(ep)
         try:

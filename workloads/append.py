@@ -20,6 +20,12 @@ MODEL_FOR_ISOLATION = {  # what a run's isolation level promises, in Elle's term
     "repeatable-read": "snapshot-isolation",  # Postgres's repeatable read is snapshot isolation
     "read-committed": "read-committed",
 }
+# ... and on a cluster with one primary (ClusterKind.realtime_order), with real-time order too
+REALTIME_MODEL_FOR_ISOLATION = {
+    "serializable": "strict-serializable",
+    "repeatable-read": "strong-snapshot-isolation",
+    "read-committed": "read-committed",
+}
 
 
 class Append(Workload):
