@@ -1,6 +1,6 @@
 """Ctrl-C during a fault, as a user presses it: the run exits 130, its history records the heal
 and a completion for every operation it invoked, nothing prints a traceback, and no container
-of the run is left, also when Ctrl-C comes a second time while the run heals."""
+or power mount of the run is left, also when Ctrl-C comes a second time while the run heals."""
 
 from __future__ import annotations
 
@@ -26,23 +26,29 @@ def history_of(store: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.endswith("}")]
 
 
-def partitioned(store: Path) -> bool:
-    """A partition is in place: its start completed and its stop has not begun."""
+def in_place(store: Path, fault: str) -> bool:
+    """The fault is in place: its start completed and its stop has not begun."""
     faults = [e for e in history_of(store) if e["process"] == "nemesis"]
-    return bool(faults) and (faults[-1]["f"], faults[-1]["type"]) == ("start-partition", "info")
+    return bool(faults) and (faults[-1]["f"], faults[-1]["type"]) == (f"start-{fault}", "info")
 
 
-@pytest.mark.parametrize("presses", [1, 2])
-def test_ctrl_c_during_a_partition_ends_the_run_cleanly(store: Path, presses: int) -> None:
+@pytest.mark.parametrize(
+    ("package", "fault", "presses"),
+    [("partition-majority", "partition", 1), ("partition-majority", "partition", 2),
+     ("power", "power", 1)],
+)  # fmt: skip
+def test_ctrl_c_during_a_fault_ends_the_run_cleanly(
+    store: Path, package: str, fault: str, presses: int
+) -> None:
     run = subprocess.Popen(
-        [HARNESS, "run", "--workload", "set", "--nemesis", "partition-majority",
+        [HARNESS, "run", "--workload", "set", "--nemesis", package,
          "--nemesis-interval", "4", "--time", "120", "--store", str(store)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
-        while not partitioned(store):
-            assert run.poll() is None and time.monotonic() < deadline, "no partition came"
+        while not in_place(store, fault):
+            assert run.poll() is None and time.monotonic() < deadline, f"no {fault} came"
             time.sleep(0.2)
         run.send_signal(signal.SIGINT)
         if presses == 2:
@@ -55,7 +61,7 @@ def test_ctrl_c_during_a_partition_ends_the_run_cleanly(store: Path, presses: in
     assert run.returncode == 130, out + err
     assert "Traceback" not in out + err, err
     history = history_of(store)
-    stops = [e for e in history if e["f"] == "stop-partition" and e["type"] == "info"]
+    stops = [e for e in history if e["f"] == f"stop-{fault}" and e["type"] == "info"]
     assert stops and stops[-1]["value"]["cause"] == "heal", "the heal is not in the history"
     open_ops: dict[object, dict] = {}
     for e in history:
@@ -70,3 +76,5 @@ def test_ctrl_c_during_a_partition_ends_the_run_cleanly(store: Path, presses: in
     name = json.loads((store / "latest" / "config.json").read_text())["cluster_name"]
     left = docker.from_env().containers.list(all=True, filters={"name": name})
     assert left == [], [c.name for c in left]
+    mounts = Path("/proc/mounts").read_text()
+    assert f"/{name}/" not in mounts, "a power mount of the run is left"
