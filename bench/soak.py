@@ -161,10 +161,10 @@ def main() -> int:
         print(table(read_rows(args.rows)))
         return 0
     done = {(r["mode"], r["nemesis"], r["seed"]) for r in read_rows(args.rows)}
-    plan = [
+    plan = [  # both modes of a package in turn, so that a soak cut short covers packages whole
         (mode, nemesis)
-        for mode in args.modes.split(",")
         for nemesis in args.nemeses.split(",")
+        for mode in args.modes.split(",")
         if (mode, nemesis, args.seed) not in done
     ]
     print(f"{len(plan)} runs of {args.time:g} s, one at a time", flush=True)
