@@ -15,8 +15,12 @@ promises, as Jepsen reads a database's own records:
   of the safekeepers' flush positions reached (one that did not answer counts as holding
   everything; a poll's answers are not one instant, so a commit is held to later flushes).
 
-Also the takeovers: each time another compute begins to serve, with its term. Polls come about
-once a second, so what lasts less may pass unseen; what is seen is never a guess.
+Also who led when, for the report's leader lane: `leaders`, the stretches of the run with the
+same nodes leading (a compute that serves, or a node that takes writes, as Tarantool's), each
+with its term where the kind has one (an empty stretch had none), and the takeovers: each time
+a node begins to lead alone, when the last to lead alone was another or led another term.
+Polls come about once a second, so what lasts less may pass unseen; what is seen is never a
+guess.
 
 `analyse` is the judgment on plain rounds (usable without Spark); `check` reads the file.
 """
@@ -34,11 +38,35 @@ def lsn_text(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
+def leading(state: dict[str, Any]) -> bool:
+    """A node leads when it serves clients as the primary, or takes writes."""
+    return bool(state.get("serving") or state.get("writable"))
+
+
+def leaders(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run cut where the leading nodes or their terms change: [{"start": s, "end": s or
+    None (to the end of the run), "nodes": [node], "term": the term or None}]."""
+    stretches: list[dict[str, Any]] = []
+    for r in rounds:
+        nodes = r.get("nodes") or {}
+        who = sorted(n for n, s in nodes.items() if leading(s))
+        terms = sorted({nodes[n].get("term") for n in who} - {None})
+        term = terms[-1] if terms else None
+        t = r["time"] / NS_PER_S
+        if stretches and (stretches[-1]["nodes"], stretches[-1]["term"]) == (who, term):
+            continue
+        if stretches:
+            stretches[-1]["end"] = t
+        stretches.append({"start": t, "end": None, "nodes": who, "term": term})
+    return stretches
+
+
 def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """`rounds`: [{"time": ns, "nodes": {node: state}}], in time order."""
     anomalies: list[dict[str, Any]] = []
     takeovers: list[dict[str, Any]] = []
     serving_before: tuple[str, ...] = ()
+    last_alone: tuple[str, Any] | None = None  # the last node to lead alone, and its term
     committed = (0, "", 0)  # the highest commit LSN reported so far: lsn, node, time
     starts: dict[int, tuple[int, str, int]] = {}  # term → its start, where and when first seen
     max_term = 0
@@ -64,9 +92,10 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                     ),
                 }
             )
-        for n in serving:
-            if n not in serving_before and len(serving) == 1:
-                takeovers.append({"time_s": t / NS_PER_S, "node": n, "term": nodes[n].get("term")})
+        led = [n for n, s in nodes.items() if leading(s)]
+        if len(led) == 1 and (led[0], nodes[led[0]].get("term")) != last_alone:
+            last_alone = (led[0], nodes[led[0]].get("term"))
+            takeovers.append({"time_s": t / NS_PER_S, "node": led[0], "term": last_alone[1]})
         serving_before = serving
         for n, s in nodes.items():
             max_term = max(max_term, s.get("term") or 0)
@@ -113,6 +142,7 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "anomalies": anomalies,
         "rounds": len(rounds),
         "takeovers": takeovers,
+        "leaders": leaders(rounds),
         "terms_seen": len(starts),
         "max_term": max_term,
     }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,14 @@ class TarantoolCluster(ClusterKind):
             finally:
                 conn.close()
         return {}
+
+    def poll(self) -> dict[str, dict[str, Any]]:
+        """Which nodes take writes. Tarantool has no term, and more than one writable node is
+        the procedure's known weakness, not a broken promise: so `writable`, not `serving`."""
+        names = [n.name for n in self.nodes]
+        with ThreadPoolExecutor(len(names)) as pool:
+            roles = dict(zip(names, pool.map(self.role, self.nodes), strict=True))
+        return {name: {"writable": role.get("ro") is False} for name, role in roles.items() if role}
 
     def controller_state(self) -> dict[str, Any]:
         out = self.controller_node.exec(f"cat {STATE_FILE}", check=False).output

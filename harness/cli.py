@@ -449,7 +449,11 @@ def cluster_up(kind: str, name: str, **opts: Any) -> None:
 @kind_options
 @backend_options
 @click.option("--name", default="manual", show_default=True, help="Cluster name.")
-def cluster_status(kind: str, name: str, **opts: Any) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the whole status as JSON (the table shortens "
+    "long lists such as a term history to their last entries)."
+)  # fmt: skip
+def cluster_status(kind: str, name: str, as_json: bool, **opts: Any) -> None:
     """Show who leads and each node's state."""
     from clusters.registry import cluster_kind, make_backend
 
@@ -458,14 +462,29 @@ def cluster_status(kind: str, name: str, **opts: Any) -> None:
     if name not in b.clusters():
         raise BadInput(f"no cluster named {name!r} is up; `harness cluster up --name {name}`")
     status = cluster_kind(kind)(b, name, kind_settings(kind, opts)).status()
+    if as_json:
+        click.echo(json.dumps(status, indent=2, default=str))
+        return
     table = Table(title=f"{name} ({status['kind']}), leader: {status.get('leader')}")
     keys = list(dict.fromkeys(k for n in status["nodes"].values() for k in n))
     table.add_column("node")
     for k in keys:
         table.add_column(k, overflow="fold")
     for node, info in status["nodes"].items():
-        table.add_row(node, *(str(info.get(k, "")) for k in keys))
+        table.add_row(node, *(status_cell(info.get(k, "")) for k in keys))
     console.print(table)
+
+
+STATUS_TAIL = 3  # entries of a long list (a term history) the status table shows
+
+
+def status_cell(value: Any) -> str:
+    """A value of a node's status as a table cell: a long list as its count and its last few
+    entries, so that a long term history keeps a row to a line or two."""
+    if isinstance(value, list) and len(value) > STATUS_TAIL + 1:
+        tail = ", ".join(map(str, value[-STATUS_TAIL:]))
+        return f"{len(value)}: … {tail}"
+    return str(value)
 
 
 @cluster.command("image")

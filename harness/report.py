@@ -263,6 +263,7 @@ def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
         "timeline": timeline,
         "faults": [{"fault": w["fault"], "start": w["start"], "end": w["end"]} for w in windows],
         "anomalies": links,
+        "leaders": (results.get("checkers", {}).get("cluster-state") or {}).get("leaders") or [],
     }
     template = _env().get_template("report.html.j2")
     page = template.render(

@@ -44,10 +44,11 @@ def make_run(
     test: str,
     stamp: str,
     lose: bool = False,
+    polls: list[dict[str, Any]] | None = None,
     **config: Any,
 ) -> Path:
     """A set run folder, unchecked: config.json (the defaults of `harness run`, cluster single,
-    overridden by `config`) and its history."""
+    overridden by `config`), its history and, if given, the cluster's polls."""
     run = store / test / stamp
     run.mkdir(parents=True)
     settings = {
@@ -63,6 +64,8 @@ def make_run(
     (run / "config.json").write_text(json.dumps(settings))
     lines = [json.dumps(e) for e in set_history(lose)]
     (run / "history.jsonl").write_text("\n".join(lines) + "\n")
+    if polls:
+        (run / "cluster.jsonl").write_text("".join(json.dumps(p) + "\n" for p in polls))
     (run / "nodes" / "n1").mkdir(parents=True)
     (run / "nodes" / "n1" / "postgres.log").write_text("LOG:  starting PostgreSQL 15\n")
     return run
@@ -80,6 +83,14 @@ def check(spark: Any, run: Path) -> dict[str, Any]:
 # A test name no browser may read as markup: the index and reports must escape it.
 HOSTILE = "<img src=x onerror=alert(1)>"
 
+# The failover of the invalid run, as its cluster's polls saw it: n1 led term 1, nobody led for
+# a while, then n2 took over in term 2.
+FAILOVER = [
+    {"time": 0, "nodes": {"n1": {"serving": True, "term": 1}, "n2": {"serving": False}}},
+    {"time": 4 * MS, "nodes": {"n2": {"serving": False}}},
+    {"time": 7 * MS, "nodes": {"n1": {"serving": False}, "n2": {"serving": True, "term": 2}}},
+]
+
 
 def checked_store(root: Path, timeout: float = 600) -> dict[str, Path]:
     """A store of real checked runs, as `harness check` leaves them: one valid, one invalid (an
@@ -95,6 +106,7 @@ def checked_store(root: Path, timeout: float = 600) -> dict[str, Path]:
             cluster="safekeeper",
             cluster_options={"bug": "<script>alert(2)</script>"},
             nemesis=["kill"],
+            polls=FAILOVER,
         ),
         "unchecked": make_run(root, "single-set-none", "20261121T100200"),
     }

@@ -134,6 +134,19 @@ def test_a_report_shows_its_verdict_anomalies_and_plots(
             })()"""
         )
         assert {"latency", "rate", "timeline"} <= set(plots), plots
+        lane = browser.evaluate(
+            """(() => {
+                const t = document.getElementById('timeline');
+                const y = t.layout.yaxis;
+                return {ticks: y.ticktext, labels: (t.layout.annotations || [])
+                    .filter(a => a.yref === 'y').map(a => a.text)};
+            })()"""
+        )
+        if verdict == "invalid":  # its polls saw n1 lead term 1, nobody, then n2 in term 2
+            assert lane["ticks"][0] == "leader", lane
+            assert lane["labels"] == ["n1 t1", "no leader", "n2 t2"], lane
+        else:  # no polls, no lane
+            assert "leader" not in lane["ticks"], lane
         assert browser.evaluate("window.__alerts") == []
         assert browser.errors() == []
         assert verdict != "invalid" or HOSTILE in browser.evaluate("document.title")

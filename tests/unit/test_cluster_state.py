@@ -33,6 +33,37 @@ def test_one_serving_compute_at_a_time_is_valid_and_its_takeovers_listed() -> No
     ]
 
 
+def test_the_leader_lane_cuts_the_run_where_the_leader_or_its_term_changes() -> None:
+    rounds = [
+        {"time": 1 * S, "nodes": {"n1": compute(True, 1), "n2": compute(False, None, "standby")}},
+        {"time": 2 * S, "nodes": {"n1": compute(True, 1)}},  # n2 silent: the same leader
+        {"time": 3 * S, "nodes": {"n2": compute(False, None, "standby")}},  # nobody leads
+        {"time": 9 * S, "nodes": {"n2": compute(True, 2)}},
+        {"time": 12 * S, "nodes": {"n2": compute(True, 3)}},  # re-elected: a new term
+    ]
+    assert analyse(rounds)["leaders"] == [
+        {"start": 1.0, "end": 3.0, "nodes": ["n1"], "term": 1},
+        {"start": 3.0, "end": 9.0, "nodes": [], "term": None},
+        {"start": 9.0, "end": 12.0, "nodes": ["n2"], "term": 2},
+        {"start": 12.0, "end": None, "nodes": ["n2"], "term": 3},
+    ]
+
+
+def test_writable_nodes_lead_without_a_term_and_two_are_no_anomaly() -> None:
+    """Tarantool's kind says which nodes take writes: the lane and the takeovers show them; two
+    at once is the failover procedure's known weakness, which the run's checkers judge by its
+    effect on the history, not a promise of the kind."""
+    rounds = [
+        {"time": 1 * S, "nodes": {"n1": {"writable": True}, "n2": {"writable": False}}},
+        {"time": 5 * S, "nodes": {"n1": {"writable": True}, "n2": {"writable": True}}},
+        {"time": 6 * S, "nodes": {"n1": {"writable": False}, "n2": {"writable": True}}},
+    ]
+    result = analyse(rounds)
+    assert result["valid"] is True
+    assert [s["nodes"] for s in result["leaders"]] == [["n1"], ["n1", "n2"], ["n2"]]
+    assert [(t["node"], t["term"]) for t in result["takeovers"]] == [("n1", None), ("n2", None)]
+
+
 def test_two_computes_serving_at_once_are_two_primaries() -> None:
     rounds = [
         {"time": 1 * S, "nodes": {"n1": compute(True, 5), "n2": compute(True, 6)}},

@@ -24,6 +24,7 @@ from checkers.history_table import OP_COLUMNS
 from checkers.pipeline import analyze
 from checkers.timeline import CHUNK, build
 from harness import store
+from harness.history import FINAL_READS_PROCESS as FINAL
 from harness.report import render_report
 
 EVIL = "<script>alert(1)</script>"
@@ -78,19 +79,20 @@ def unpack(b64: str) -> bytes:
 def hostile_run(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, dict[str, Any]]:
-    """A run folder whose append history loses an acknowledged append and is full of markup."""
+    """A run folder whose append history loses an acknowledged append (its final read misses
+    it) and is full of markup."""
     ms = 1_000_000
     events = [
         {"process": "nemesis", "type": "invoke", "f": "start-kill", "value": EVIL},
         {"process": "nemesis", "type": "info", "f": "start-kill", "value": EVIL},
         {"process": 0, "type": "invoke", "f": "txn", "value": [["append", 1, EVIL]]},
         {"process": 0, "type": "ok", "f": "txn", "value": [["append", 1, EVIL]], "node": EVIL},
-        {"process": 1, "type": "invoke", "f": "txn", "value": [["append", 2, 1]]},
-        {"process": 1, "type": "fail", "f": "txn", "value": [["append", 2, 1]], "error": EVIL},
+        {"process": 11, "type": "invoke", "f": "txn", "value": [["append", 2, 1]]},
+        {"process": 11, "type": "fail", "f": "txn", "value": [["append", 2, 1]], "error": EVIL},
         {"process": "nemesis", "type": "invoke", "f": "stop-kill", "value": None},
         {"process": "nemesis", "type": "info", "f": "stop-kill", "value": None},
-        {"process": 11, "type": "invoke", "f": "txn", "value": [["r", 1, None]]},
-        {"process": 11, "type": "ok", "f": "txn", "value": [["r", 1, []]], "node": "n2"},
+        {"process": FINAL, "type": "invoke", "f": "txn", "value": [["r", 1, None]]},
+        {"process": FINAL, "type": "ok", "f": "txn", "value": [["r", 1, []]], "node": "n2"},
     ]
     run = tmp_path_factory.mktemp("run")
     lines = [{"index": i, "time": i * 10 * ms, **e} for i, e in enumerate(events)]
@@ -195,9 +197,9 @@ def test_the_timeline_holds_every_operation_in_compact_arrays(
     took, lanes, types = array(4 * n, 4, "<u4"), array(8 * n, 2, "<u2"), array(10 * n, 1, "u1")
     assert starts.tolist() == pytest.approx([0.0, 0.02, 0.04, 0.06, 0.08])
     assert took.tolist() == [10_000] * n
-    # Process 11 is worker 1 going on after an unknown outcome: the same lane as process 1.
-    assert timeline["lanes"] == ["nemesis", "worker 0", "worker 1"]
-    assert lanes.tolist() == [0, 1, 2, 0, 2]
+    # Process 11 is worker 1 going on after an unknown outcome: worker 1's lane.
+    assert timeline["lanes"] == ["nemesis", "worker 0", "worker 1", "final reads"]
+    assert lanes.tolist() == [0, 1, 2, 0, 3]
     assert [timeline["types"][t] for t in types] == ["info", "ok", "fail", "info", "ok"]
     # The nemesis's operations, drawn at every zoom, carry their details uncompressed.
     assert timeline["nemesis"]["pos"] == [0, 3]
