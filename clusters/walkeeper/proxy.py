@@ -193,19 +193,22 @@ class Session:
     def pump(self, pg: PgStream) -> None:
         p = self.proposer
         reported, last = -1, 0.0
+        ready: list[int] = []
         while not self.stop.is_set():
-            ready, _, _ = select.select([pg.fileno(), self.wake_r], [], [], FEEDBACK_INTERVAL)
             if self.wake_r in ready:
                 os.read(self.wake_r, 4096)
             reply = False
-            if pg.fileno() in ready:
-                for kind, lsn, body in pg.messages():
-                    if kind == "w":
-                        lsn, body = self.overlap.take(lsn, body)  # type: ignore[arg-type]
-                        if body:
-                            p.write(body, lsn)
-                    else:
-                        reply = reply or bool(body)
+            # Drained every round, readable or not: libpq may hold messages it has read off the
+            # socket already (START_REPLICATION's reply can bring the first WAL with it), and
+            # select() sees only the socket. Waiting on it then held a takeover's WAL, and so
+            # its serving, until Postgres next wrote WAL (15 s later, or never).
+            for kind, lsn, body in pg.messages():
+                if kind == "w":
+                    lsn, body = self.overlap.take(lsn, body)  # type: ignore[arg-type]
+                    if body:
+                        p.write(body, lsn)
+                else:
+                    reply = reply or bool(body)
             if self.lease and p.quorum_silent_for() > self.lease:
                 raise NoQuorum(f"no quorum of safekeepers answered for {self.lease:g} s")
             # the planted bug acknowledges what the proxy holds, not what a quorum holds
@@ -216,6 +219,7 @@ class Session:
             if self.ready_at is not None and p.commit_lsn >= self.ready_at:
                 self.ready_at = None
                 self.on_ready(p.commit_lsn)
+            ready, _, _ = select.select([pg.fileno(), self.wake_r], [], [], FEEDBACK_INTERVAL)
         self.check()
 
 
