@@ -9,7 +9,8 @@ command, one cluster at a time: a verdict is the point), read back from its run 
   (terms won, counted in the computes' logs) and the safekeepers' last term: terms that climb
   far past the elections won mean duelling candidates, elections far past the takeovers a
   compute that keeps standing and failing;
-- the worst recovery after a heal, the longest stretch without an acknowledged write, how long
+- the worst recovery after a heal (and the worst counting only the seconds free of later
+  faults: what the bound judges), the longest stretch without an acknowledged write, how long
   before the end the last write was acknowledged, and acknowledged writes per second.
 
 Rows are appended to `--rows` (JSON lines) as each run ends, so a soak of hours can be read while
@@ -54,6 +55,7 @@ COLUMNS = (
     ("elections", "elections"),
     ("term", "last term"),
     ("worst_recovery", "worst recovery s"),
+    ("worst_free", "of it free of faults s"),
     ("longest_gap", "no write s"),
     ("last_write_before_end", "last write before end s"),
     ("writes_per_s", "writes/s"),
@@ -105,6 +107,8 @@ def read_run(run: Path) -> dict[str, Any]:
     avail = (results.get("checkers") or {}).get("availability") or {}
     worst = avail.get("worst_recovery_s")
     out["worst_recovery"] = "never" if avail.get("never_recovered") else rounded(worst)
+    free = [w["free_s"] for w in avail.get("windows") or [] if w.get("free_s") is not None]
+    out["worst_free"] = rounded(max(free, default=None))  # what --max-recovery judges
     out["longest_gap"] = rounded(avail.get("longest_gap_s"))
     last, end = avail.get("last_write_s"), avail.get("writes_end_s")
     out["last_write_before_end"] = rounded(end - last) if None not in (last, end) else None
@@ -157,8 +161,10 @@ def main() -> int:
     parser.add_argument("--rows", type=Path, default=ROOT / "results" / "soak" / "rows.jsonl")
     parser.add_argument("--table", action="store_true", help="print the rows file as a table")
     args = parser.parse_args()
-    if args.table:
-        print(table(read_rows(args.rows)))
+    if args.table:  # each row read again from its run folder while that is still there
+        rows = read_rows(args.rows)
+        print(table([r | read_run(Path(r["run"])) if r.get("run") and Path(r["run"]).is_dir() else r
+                     for r in rows]))  # fmt: skip
         return 0
     done = {(r["mode"], r["nemesis"], r["seed"]) for r in read_rows(args.rows)}
     plan = [  # both modes of a package in turn, so that a soak cut short covers packages whole
