@@ -8,6 +8,11 @@ fault), or when a stretch with no fault in place and no acknowledged write laste
 that (`write-stall`). Time under a later fault does not count: a fault may rightly keep writes
 out, and the bound is what the cluster needs once left alone.
 
+Whatever the bound, a run whose final reads (taken after every fault healed, retried for a
+minute) all failed is `no-final-read`: the cluster did not come back once left alone, and what
+it had acknowledged cannot be shown durable (a safekeeper that lost its control file to a power
+fault never starts again: the run shows no lost write, only this).
+
 `analyse` is the judgment, on plain numbers (usable without Spark); `check` feeds it from the
 operations table.
 """
@@ -21,7 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from harness.history import NEMESIS
+from harness.history import FINAL_READS_PROCESS, NEMESIS
 
 NS_PER_S = 1e9
 WRITE_FS = ("transfer", "add")  # bank and set; an append txn writes when it appends
@@ -84,14 +89,28 @@ def sides(grudge: dict[str, list[str]]) -> list[list[str]]:
     return sorted(parts.values(), key=len)
 
 
+@dataclass(frozen=True)
+class FinalReads:
+    """One workload's final reads: how many were tried, how many succeeded, and from the first
+    invocation to the last completion (s)."""
+
+    workload: str
+    tried: int
+    succeeded: int
+    start: float
+    end: float
+
+
 def analyse(
     writes: list[float],
     windows: list[Window],
     span: tuple[float, float] | None,
     max_recovery: float | None = None,
+    final_reads: list[FinalReads] = (),  # type: ignore[assignment]
 ) -> dict[str, Any]:
     """`writes`: completion times (s, ascending) of the acknowledged writes; `windows`: the faults;
-    `span`: when writes were being tried (first to last write invocation), None if never."""
+    `span`: when writes were being tried (first to last write invocation), None if never;
+    `final_reads`: each workload's."""
     result: dict[str, Any] = {
         "valid": True,
         "anomaly_types": [],
@@ -156,10 +175,32 @@ def analyse(
         result["longest_gap_s"], result["longest_gap"] = length, [a, b]
     if max_recovery is not None:
         result["anomalies"] += _stalls(points, windows, max_recovery)
+    result["anomalies"] += _unanswered(final_reads, len(writes))
     if result["anomalies"]:
         result["valid"] = False
         result["anomaly_types"] = sorted({a["type"] for a in result["anomalies"]})
     return result
+
+
+def _unanswered(final_reads: list[FinalReads], acked: int) -> list[dict[str, Any]]:
+    """A workload whose final reads were all refused, after writes were acknowledged."""
+    if not acked:
+        return []
+    return [
+        {
+            "type": "no-final-read",
+            "window_ns": [r.start * NS_PER_S, r.end * NS_PER_S],
+            "workload": r.workload,
+            "explanation": (
+                f"after every fault had healed, none of the {r.tried} final reads of {r.workload} "
+                f"succeeded ({r.start:.1f} s to {r.end:.1f} s): the cluster did not come back "
+                f"once left alone, and none of the {acked} acknowledged writes can be shown "
+                "durable"
+            ),
+        }
+        for r in final_reads
+        if r.tried and not r.succeeded
+    ]
 
 
 def _stalls(points: list[float], windows: list[Window], bound: float) -> list[dict[str, Any]]:
@@ -201,4 +242,20 @@ def check(ops: Any, max_recovery: float | None = None) -> dict[str, Any]:
     times = sorted(t / NS_PER_S for t in acked.column(0).to_pylist() if t is not None)
     windows = [Window(w["fault"], w["start"], w["end"], w.get("value")) for w in fault_windows(ops)]
     bounds = None if span[0] is None else (span[0] / NS_PER_S, span[1] / NS_PER_S)
-    return analyse(times, windows, bounds, max_recovery)
+    finals = (
+        ops.filter(F.col("process").try_cast("long") >= FINAL_READS_PROCESS)
+        .groupBy(F.coalesce(F.col("workload"), F.lit("")).alias("workload"))
+        .agg(
+            F.count("*").alias("tried"),
+            F.sum((F.col("type") == "ok").cast("int")).alias("succeeded"),
+            F.min("invoke_time").alias("start"),
+            F.max(F.coalesce("complete_time", "invoke_time")).alias("end"),
+        )
+        .collect()
+    )
+    final_reads = [
+        FinalReads(r["workload"] or "the history", r["tried"], r["succeeded"],
+                   r["start"] / NS_PER_S, r["end"] / NS_PER_S)
+        for r in finals
+    ]  # fmt: skip
+    return analyse(times, windows, bounds, max_recovery, final_reads)

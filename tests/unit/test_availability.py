@@ -10,8 +10,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from checkers.availability import Window, analyse, covered, describe, sides
+from checkers.availability import FinalReads, Window, analyse, covered, describe, sides
 from checkers.pipeline import analyze
+from harness.history import FINAL_READS_PROCESS as FINAL
 
 GRUDGE = {"n1": ["n3", "n4", "n5"], "n2": ["n3", "n4", "n5"], "n3": ["n1", "n2"]}
 
@@ -144,4 +145,52 @@ def test_the_pipeline_reads_writes_and_faults_from_the_history(
     (window,) = availability["windows"]
     assert window["fault"] == "kill" and round(window["recovery_s"]) == 46
     assert "the kill (n1) healed at 4.0 s" in availability["anomalies"][0]["explanation"]
+    assert result["valid"] is False
+
+
+def test_final_reads_all_refused_are_no_final_read_whatever_the_bound() -> None:
+    """The shape of `--bug skip-fsync` under power: the safekeepers never start again."""
+    refused = FinalReads("append", 58, 0, 126.0, 186.5)
+    result = analyse(every(0, 80), [Window("power", 82, 94)], (0, 120), final_reads=[refused])
+    assert result["anomaly_types"] == ["no-final-read"] and result["valid"] is False
+    (anomaly,) = result["anomalies"]
+    assert anomaly["workload"] == "append"
+    assert (
+        "none of the 58 final reads of append succeeded (126.0 s to 186.5 s)"
+        in (anomaly["explanation"])
+    )
+    assert "none of the 80 acknowledged writes can be shown durable" in anomaly["explanation"]
+
+
+def test_one_final_read_answered_or_nothing_acknowledged_is_no_anomaly() -> None:
+    answered = FinalReads("append", 3, 1, 126.0, 129.0)
+    assert analyse(every(0, 80), [], (0, 120), final_reads=[answered])["valid"] is True
+    refused = FinalReads("set", 58, 0, 126.0, 186.5)
+    assert analyse([], [], (0, 120), final_reads=[refused])["valid"] is True
+
+
+def test_the_pipeline_finds_final_reads_all_refused(
+    spark: SparkSession, write_history: Callable[..., Path], tmp_path: Path
+) -> None:
+    s = 1_000_000_000
+    events: list[dict[str, Any]] = []
+
+    def op(t: float, f: str, value: Any, type_: str, process: int) -> None:
+        events.append(
+            {"time": int(t * s), "process": process, "type": "invoke", "f": f, "value": value}
+        )
+        events.append({"time": int(t * s) + 1000, "process": process, "type": type_, "f": f,
+                       "value": value, "error": None if type_ == "ok" else "refused"})  # fmt: skip
+
+    op(0, "txn", [["append", 1, 1]], "ok", 0)
+    op(1, "txn", [["append", 1, 2]], "ok", 1)
+    op(10, "txn", [["r", 1, None]], "fail", FINAL)
+    op(11, "txn", [["r", 1, None]], "info", FINAL)
+    op(12, "txn", [["r", 1, None]], "fail", FINAL + 1)
+    for i, e in enumerate(events):
+        e["index"] = i
+    result = analyze(spark, write_history(events), tmp_path / "out", ["append"], {})
+    availability = result["checkers"]["availability"]
+    assert availability["anomaly_types"] == ["no-final-read"], availability["anomalies"]
+    assert "none of the 3 final reads" in availability["anomalies"][0]["explanation"]
     assert result["valid"] is False
