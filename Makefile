@@ -44,7 +44,7 @@ powerfs:
 
 # Spark's classes dumped once (about a minute), mapped by every later JVM: it starts in half the time.
 spark-archive: python debs
-	$(BIN)/python -m checkers.class_archive
+	$(BIN)/python -m harness.spark_archive
 
 run: setup
 	$(BIN)/harness run
@@ -52,6 +52,7 @@ run: setup
 lint: python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 test: setup test-debs lint
 	$(BIN)/pytest -q

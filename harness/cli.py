@@ -24,13 +24,11 @@ from harness import store
 from harness.check import MODES as CHECK_MODES
 from harness.config import RunConfig, split_names
 from harness.errors import BadInput, InfraError
-from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA
+from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERRUPTED
 from nemesis import ALL, NONE, PACKAGES
 
 console = Console(stderr=False, highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-EXIT_INTERRUPTED = 130
 
 
 def backend_options(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -38,7 +38,7 @@ from rich.console import Console
 
 from harness.config import RunConfig
 from harness.errors import BadInput, InfraError
-from harness.verdict import EXIT_INFRA
+from harness.verdict import EXIT_INFRA, EXIT_INTERRUPTED
 
 # The matrix's dimensions as the issue names them, and the option each one sets.
 DIMENSIONS = {"workloads": "workload", "nemeses": "nemesis", "modes": "mode", "seeds": "seed"}
@@ -161,7 +161,6 @@ def run_many(configs: list[RunConfig], junit: Path | None, console: Console) -> 
     Every configuration is validated before the first run starts. A run that fails (its
     cluster does not come up, …) is an error in the gate (exit 255) and the next one runs."""
     from harness.check import check_paths, worst
-    from harness.cli import EXIT_INTERRUPTED
     from harness.gate import gate_runs
     from harness.runner import Runner
 

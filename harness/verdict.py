@@ -8,6 +8,7 @@ EXIT_VALID = 0
 EXIT_INVALID = 1
 EXIT_UNKNOWN = 2
 EXIT_BAD_INPUT = 254
+EXIT_INTERRUPTED = 130  # Ctrl-C: the history is kept and can be checked
 EXIT_INFRA = 255
 
 
