@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from run_rows import anomalies, latest_run, read_rows, table, work_through
+
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(sys.executable).parent / "harness"  # the one installed beside this Python
 NEMESES = (
@@ -86,11 +88,6 @@ def run_one(mode: str, nemesis: str, args: argparse.Namespace) -> dict[str, Any]
     return row | {"run": str(run)} | read_run(run)
 
 
-def latest_run(test_dir: Path) -> Path | None:
-    runs = sorted(p for p in test_dir.glob("*") if p.is_dir()) if test_dir.is_dir() else []
-    return runs[-1] if runs else None
-
-
 def read_run(run: Path) -> dict[str, Any]:
     """What a row shows of a finished run folder."""
     out: dict[str, Any] = {}
@@ -99,11 +96,7 @@ def read_run(run: Path) -> dict[str, Any]:
         return {"verdict": "not checked", "anomalies": f"no results.json in {run}"}
     results = json.loads(results_path.read_text())
     out["verdict"] = results.get("verdict")
-    found = []
-    for name, checker in (results.get("checkers") or {}).items():
-        if checker.get("valid") is False:
-            found += [f"{name}: {kind}" for kind in checker.get("anomaly_types") or []]
-    out["anomalies"] = "; ".join(found) or "none"
+    out["anomalies"] = "; ".join(anomalies(results)) or "none"
     avail = (results.get("checkers") or {}).get("availability") or {}
     worst = avail.get("worst_recovery_s")
     out["worst_recovery"] = "never" if avail.get("never_recovered") else rounded(worst)
@@ -133,23 +126,6 @@ def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """The rows as a Markdown table (README carries it)."""
-    head = "| " + " | ".join(title for _, title in COLUMNS) + " |"
-    rule = "|" + "|".join("---" for _ in COLUMNS) + "|"
-    lines = [head, rule]
-    for row in rows:
-        cells = ["" if row.get(key) is None else str(row[key]) for key, _ in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--time", type=float, default=600.0, help="seconds of each run")
@@ -163,26 +139,22 @@ def main() -> int:
     args = parser.parse_args()
     if args.table:  # each row read again from its run folder while that is still there
         rows = read_rows(args.rows)
-        print(table([r | read_run(Path(r["run"])) if r.get("run") and Path(r["run"]).is_dir() else r
-                     for r in rows]))  # fmt: skip
+        fresh = [r | read_run(Path(r["run"])) if Path(r.get("run") or "/-").is_dir() else r
+                 for r in rows]  # fmt: skip
+        print(table(COLUMNS, fresh))
         return 0
-    done = {(r["mode"], r["nemesis"], r["seed"]) for r in read_rows(args.rows)}
-    plan = [  # both modes of a package in turn, so that a soak cut short covers packages whole
-        (mode, nemesis)
-        for nemesis in args.nemeses.split(",")
-        for mode in args.modes.split(",")
-        if (mode, nemesis, args.seed) not in done
-    ]
-    print(f"{len(plan)} runs of {args.time:g} s, one at a time", flush=True)
-    for i, (mode, nemesis) in enumerate(plan, 1):
-        print(f"[{i}/{len(plan)}] {time.strftime('%H:%M')} {mode} {nemesis} …", flush=True)
-        row = run_one(mode, nemesis, args)
-        args.rows.parent.mkdir(parents=True, exist_ok=True)
-        with args.rows.open("a") as f:
-            f.write(json.dumps(row) + "\n")
-        print(f"    {row.get('verdict')}: {row.get('anomalies')}; worst recovery "
-              f"{row.get('worst_recovery')} s, {row.get('minutes')} min", flush=True)  # fmt: skip
-    print(table(read_rows(args.rows)))
+    work_through(
+        args.rows,
+        # both modes of a package in turn, so that a soak cut short covers packages whole
+        [(m, n, args.seed) for n in args.nemeses.split(",") for m in args.modes.split(",")],
+        lambda row: (row["mode"], row["nemesis"], row["seed"]),
+        lambda mode, nemesis, _seed: run_one(mode, nemesis, args),
+        lambda row: (
+            f"{row.get('verdict')}: {row.get('anomalies')}; worst recovery "
+            f"{row.get('worst_recovery')} s, {row.get('minutes')} min"
+        ),
+    )
+    print(table(COLUMNS, read_rows(args.rows)))
     return 0
 
 

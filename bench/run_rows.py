@@ -1,0 +1,70 @@
+"""What the long benchmarks that drive `harness run` (soak.py, detection.py) share: where a test's
+newest run folder is, the rows file they append to as each run ends (so that hours of runs can be
+read while they go, and resumed), the anomalies a run's results name, and the Markdown table
+README carries."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def latest_run(test_dir: Path) -> Path | None:
+    runs = sorted(p for p in test_dir.glob("*") if p.is_dir()) if test_dir.is_dir() else []
+    return runs[-1] if runs else None
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def work_through(
+    rows: Path,
+    plan: list[tuple[Any, ...]],
+    key: Callable[[dict[str, Any]], tuple[Any, ...]],
+    make: Callable[..., dict[str, Any]],
+    say: Callable[[dict[str, Any]], str],
+) -> None:
+    """Make a row for each planned key (`make(*key)`) that `rows` lacks (`key(row)` of those
+    there), one at a time, appending each to `rows` as it ends and printing `say(row)`."""
+    done = {key(row) for row in read_rows(rows)}
+    todo = [planned for planned in plan if planned not in done]
+    print(f"{len(todo)} to make, one at a time ({len(plan) - len(todo)} done before)", flush=True)
+    for i, planned in enumerate(todo, 1):
+        print(f"[{i}/{len(todo)}] {time.strftime('%H:%M')} {' '.join(map(str, planned))} …",
+              flush=True)  # fmt: skip
+        row = make(*planned)
+        append_row(rows, row)
+        print(f"    {say(row)}", flush=True)
+
+
+def anomalies(results: dict[str, Any]) -> list[str]:
+    """Each invalid checker's anomaly types, as "checker: type"."""
+    return [
+        f"{name}: {kind}"
+        for name, checker in (results.get("checkers") or {}).items()
+        if checker.get("valid") is False
+        for kind in checker.get("anomaly_types") or []
+    ]
+
+
+def table(columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table: `columns` are (key, title)."""
+    head = "| " + " | ".join(title for _, title in columns) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    lines = [head, rule]
+    for row in rows:
+        cells = ["" if row.get(key) is None else str(row[key]) for key, _ in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
