@@ -61,8 +61,8 @@ def test_wal_libpq_already_holds_reaches_the_quorum_without_more_from_postgres(
             f"commit {p.commit_lsn:#x}, feedback sent {stream.flushes[-3:]})"
         )
         assert p.commit_lsn == BASE + len(wal) and stream.flushes[-1] <= p.commit_lsn
-        for name in sks.addresses:
-            assert sks.status(name)["flush_lsn"] == BASE + len(wal)
+        holding = [n for n in sks.addresses if sks.status(n)["flush_lsn"] == BASE + len(wal)]
+        assert len(holding) >= 2, f"only {holding} hold the WAL"  # a quorum of the three
     finally:
         session.close()
         pump.join(5)
