@@ -328,9 +328,7 @@ class SafekeeperCluster(ClusterKind):
                     "term": state.get("term") if state.get("elected") else None,
                 }
             else:
-                polled[name] = {
-                    key: state.get(key) for key in ("term", "history", "flush_lsn", "commit_lsn")
-                }
+                polled[name] = {key: state.get(key) for key in SAFEKEEPER_POLL}
         return polled
 
     def wal_digests(self) -> dict[str, Any]:
@@ -408,6 +406,9 @@ def install(node: Node) -> None:
     """Copy the daemon package onto the node (every run: the node's copy is never stale)."""
     for path in sorted(DAEMONS.glob("*.py")):
         node.put_file(f"{INSTALL}/walkeeper/{path.name}", path.read_bytes())
+
+
+SAFEKEEPER_POLL = ("term", "history", "flush_lsn", "commit_lsn")  # what a poll keeps of a status
 
 
 def ask_status(address: tuple[str, int], timeout: float = 1.0) -> dict[str, Any]:
