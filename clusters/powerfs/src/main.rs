@@ -282,7 +282,7 @@ impl State {
             // an OS writes dirty pages back eventually too: what it wrote may survive a loss
             if let Some((&big, _)) = self.dirty.iter().max_by_key(|(_, d)| d.pages.len()) {
                 if let Some(path) = self.paths.get(&big).cloned() {
-                    self.flush(big, &path, false)?;
+                    self.flush(big, &path, Sync::No)?;
                 }
             }
         }
@@ -300,8 +300,10 @@ impl State {
         Ok(())
     }
 
-    /// Write a file's unsynced pages and size to the backing file, fsyncing it when `sync`.
-    fn flush(&mut self, ino: u64, rel: &Path, sync: bool) -> std::io::Result<()> {
+    /// Write a file's unsynced pages and size to the backing file, then make them durable there
+    /// as the caller asked: `Sync::Data` as fdatasync(2) does (the data, and the metadata needed
+    /// to read it), `Sync::All` as fsync(2).
+    fn flush(&mut self, ino: u64, rel: &Path, sync: Sync) -> std::io::Result<()> {
         let file = OpenOptions::new().write(true).open(self.real(rel))?;
         if let Some(d) = self.dirty.remove(&ino) {
             if d.cut < file.metadata()?.len() {
@@ -319,8 +321,10 @@ impl State {
                 file.set_len(d.size)?;
             }
         }
-        if sync {
-            file.sync_all()?;
+        match sync {
+            Sync::No => {}
+            Sync::Data => file.sync_data()?,
+            Sync::All => file.sync_all()?,
         }
         Ok(())
     }
@@ -389,7 +393,7 @@ impl State {
             .collect();
         for ino in old {
             if let Some(path) = self.paths.get(&ino).cloned() {
-                if let Err(e) = self.flush(ino, &path, false) {
+                if let Err(e) = self.flush(ino, &path, Sync::No) {
                     eprintln!("powerfs: writing back {}: {e}", path.display());
                     self.dirty.remove(&ino);
                 }
@@ -403,7 +407,7 @@ impl State {
         let inodes: Vec<u64> = self.dirty.keys().copied().collect();
         for ino in inodes {
             if let Some(path) = self.paths.get(&ino).cloned() {
-                if let Err(e) = self.flush(ino, &path, true) {
+                if let Err(e) = self.flush(ino, &path, Sync::All) {
                     eprintln!("powerfs: syncing {}: {e}", path.display());
                 }
             }
@@ -425,6 +429,17 @@ impl State {
         self.commit_names();
         Ok(())
     }
+}
+
+/// How far a flush of a file's pages to its backing file goes.
+#[derive(Clone, Copy)]
+enum Sync {
+    /// written back only (an OS's own writeback: not yet durable)
+    No,
+    /// fdatasync(2)
+    Data,
+    /// fsync(2)
+    All,
 }
 
 struct PowerFs {
@@ -760,9 +775,12 @@ impl Filesystem for PowerFs {
         reply.ok() // close(2) makes nothing durable
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, datasync: bool, reply: ReplyEmpty) {
         let mut s = self.lock();
-        let result = s.path(ino).and_then(|rel| s.flush(ino, &rel, true).map_err(|e| errno(&e)));
+        // fdatasync passes through as fdatasync: a full fsync of the backing file would also
+        // commit its timestamps, a journal write the caller did not ask for on every commit
+        let sync = if datasync { Sync::Data } else { Sync::All };
+        let result = s.path(ino).and_then(|rel| s.flush(ino, &rel, sync).map_err(|e| errno(&e)));
         if result.is_ok() {
             s.commit_names();
         }
