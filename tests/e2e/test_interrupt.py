@@ -26,6 +26,12 @@ def history_of(store: Path) -> list[dict]:
     return [json.loads(line) for line in lines if line.endswith("}")]
 
 
+def ctrl_c_reaches_it() -> None:
+    """As in a terminal's foreground: a suite started in the background (`pytest &`) hands its
+    children SIGINT ignored, which Python then leaves ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def in_place(store: Path, fault: str) -> bool:
     """The fault is in place: its start completed and its stop has not begun."""
     faults = [e for e in history_of(store) if e["process"] == "nemesis"]
@@ -43,7 +49,7 @@ def test_ctrl_c_during_a_fault_ends_the_run_cleanly(
     run = subprocess.Popen(
         [HARNESS, "run", "--workload", "set", "--nemesis", package,
          "--nemesis-interval", "4", "--time", "120", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
