@@ -2,7 +2,7 @@
 
 The stage every check starts with: load the JSONL history into Spark and validate it, pair each
 invocation with its completion, and write `ops.parquet`, as `store_operations` (what
-`checkers/pipeline.py` calls) does it. `stage s` is that stage as the pipeline runs it, and
+`checkers/spark/pipeline.py` calls) does it. `stage s` is that stage as the pipeline runs it, and
 `cpu s` the Spark JVM's CPU time for it (the machine may be shared: other work shows as wall time
 above cpu / cores). Since the stage runs as one Spark job, its steps are then timed again, each as
 the extra cost over the step before: load+validate is the fast path's parsed and checked events
@@ -29,9 +29,9 @@ from pathlib import Path
 
 from pyspark.sql import Observation, SparkSession
 
-from checkers.history_table import _fast_checked, _lines, _paired, store_operations
-from checkers.pipeline import OPS_TABLE
-from checkers.spark import get_spark
+from checkers.spark.history_table import _fast_checked, _lines, _paired, store_operations
+from checkers.spark.pipeline import OPS_TABLE
+from checkers.spark.session import get_spark
 from workloads.base import WorkloadOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -117,8 +117,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep each run's folder under this directory")
     args = parser.parse_args()
 
-    from checkers.pipeline import analyze
-    from checkers.spark import get_spark
+    from checkers.spark.pipeline import analyze
+    from checkers.spark.session import get_spark
     from harness import store
     from harness.report import render_report
 

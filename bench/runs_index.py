@@ -2,7 +2,7 @@
 
 Each store holds copies of one real checked run (a set history checked in this process, so its
 results.json is the pipeline's own), every tenth one invalid. For each size the Spark job of
-checkers/runs_index.py is timed cold (its first job in the session) and warm, then `harness
+checkers/spark/runs_index.py is timed cold (its first job in the session) and warm, then `harness
 serve`'s start (which builds its index) and two page loads of the index (each re-reads only the
 runs whose files changed: none here).
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checkers.runs_index import build_index, find_runs
-from checkers.spark import get_spark
+from checkers.spark.runs_index import build_index, find_runs
+from checkers.spark.session import get_spark
 from harness.serve import make_server
 from tests.runs_store import check, make_run
 

@@ -1,54 +1,8 @@
-"""The analysis pipeline on PySpark and its checkers.
+"""The judgments: each checker a function of a history's operations as plain data.
 
-This module is the registry: which checkers judge each workload's operations, and the checker
-functions. Every checker is `check(ops, **params) -> dict` over the operations table, with at
-least `valid`, `anomaly_types` and `anomalies`. `stats`, `availability` and `cluster-state` (the
-cluster's own polls, beside the history) run on every history, over all workloads.
-A workload may have a table the store builds beside the operations table when the driver reads
-the history itself: `store(its operations as Arrow, path) -> bool` (False: not built); those of
-its checkers that take a parameter OWN_TABLE get it then, read by Spark.
+A library, as Elle is: `checkers.operations` pairs a history's events into operations (dicts of
+`OP_COLUMNS`, values parsed), and each checker module's `check(ops, ...)` judges them without Spark
+or pyarrow, returning at least `valid`, `anomaly_types` and `anomalies`. `checkers.spark` is the
+plumbing that feeds the same judgments from Spark tables when a history is too large for one
+process; importing this package imports neither.
 """
-
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-
-from checkers import (
-    append,
-    append_micro_ops,
-    availability,
-    bank,
-    cluster_state,
-    sets,
-    split_brain,
-    stats,
-)
-
-Checker = Callable[..., dict[str, Any]]
-
-WORKLOAD_CHECKERS: dict[str, list[str]] = {
-    "append": ["append", "split-brain"],
-    "bank": ["bank"],
-    "set": ["set"],
-}
-
-CHECKERS: dict[str, Checker] = {
-    "append": append.check,
-    "availability": availability.check,
-    "bank": bank.check,
-    "cluster-state": cluster_state.check,
-    "set": sets.check,
-    "split-brain": split_brain.check,
-    "stats": stats.check,
-}
-
-STATS = "stats"
-CLUSTER_STATE = "cluster-state"  # takes the run's polls file (`polls`)
-ALWAYS = (STATS, "availability", CLUSTER_STATE)  # run on every history, over all workloads
-
-OWN_TABLE = "by_key"
-WORKLOAD_TABLES: dict[str, Callable[[pa.Table, Path], bool]] = {
-    "append": append_micro_ops.store_by_key,
-}

@@ -1,48 +1,67 @@
-"""The list-append checker in the pipeline: the per-key pass (checkers/append_keys.py, a Spark
-job) infers the dependency edges and the anomalies without a cycle, and the driver judges them
-(checkers/listappend.judge): graph, cycle search, models."""
+"""The list-append checker over plain operations: the append workload's transactions judged by
+checkers/listappend (per-key inference, graph, cycle search, models), each anomaly with the
+operations that show it."""
 
 from __future__ import annotations
 
-from array import array
+from collections.abc import Iterable
 from typing import Any
 
-from pyspark.sql import DataFrame
-
-from checkers.append_keys import APPEND, key_pass
-from checkers.history_table import op_dicts
-from checkers.listappend import DEFAULT_BUDGET, judge
-from checkers.listappend.graph import Edges
+from checkers import listappend
+from checkers.listappend import DEFAULT_BUDGET
+from checkers.listappend.history import Txn, mops_of
+from checkers.operations import Op
 from harness.errors import BadInput
+from harness.history import NEMESIS
 
 DEFAULT_MODEL = "serializable"
 
 
 def check(
-    ops: DataFrame,
+    ops: Iterable[Op],
     model: str = DEFAULT_MODEL,
     budget: float = DEFAULT_BUDGET,
     mode: str | None = None,
-    by_key: DataFrame | None = None,
 ) -> dict[str, Any]:
     """Check every client transaction of the append workload against `model` (and, in mode
-    "confirm-rollback", that mode's contract). `by_key`: their micro-operations as the store
-    wrote them, when it did (checkers/append_micro_ops.py)."""
+    "confirm-rollback", that mode's contract)."""
+    ops = list(ops)
     try:
-        passed = key_pass(ops, by_key)
-        # the judge adds process or realtime edges: to a copy, the pass is shared
-        edges = Edges(array("q", passed.edges.src), array("q", passed.edges.dst))
-        edges.kind = array("b", passed.edges.kind)
-        cases = [dict(c) for c in passed.cases[APPEND]]
-        result = judge(passed.txns, edges, cases, model, budget, passed.reasons, mode)
+        result = listappend.check(transactions(ops), model, budget, mode)
     except ValueError as e:
         raise BadInput(str(e)) from e
     return with_operations(ops, result)
 
 
-def with_operations(ops: DataFrame, result: dict[str, Any]) -> dict[str, Any]:
+def transactions(ops: Iterable[Op]) -> list[Txn]:
+    """The clients' `txn` operations as list-append transactions."""
+    txns = []
+    for op in ops:
+        if op["process"] == NEMESIS or op["f"] != "txn":
+            continue
+        if not isinstance(op["process"], int):
+            raise BadInput(f"a txn operation's process is not a number: {op['process']!r}")
+        done = op["complete_index"]
+        txns.append(
+            Txn(
+                op["invoke_index"],
+                op["invoke_index"] if done is None else done,
+                op["process"],
+                op["type"],
+                op["invoke_time"],
+                op["complete_time"],
+                mops_of(op["value"]),
+                op["node"],
+                op["error"],
+            )
+        )
+    return txns
+
+
+def with_operations(ops: Iterable[Op], result: dict[str, Any]) -> dict[str, Any]:
     """The anomalies' operation indices replaced by the operations, for the report."""
-    shown = op_dicts(ops, {i for a in result["anomalies"] for i in a["ops"]})
+    wanted = {i for a in result["anomalies"] for i in a["ops"]}
+    shown = {op["invoke_index"]: op for op in ops if op["invoke_index"] in wanted}
     for anomaly in result["anomalies"]:
         anomaly["ops"] = [shown[i] for i in anomaly["ops"] if i in shown]
     return result

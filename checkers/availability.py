@@ -13,8 +13,8 @@ minute) all failed is `no-final-read`: the cluster did not come back once left a
 it had acknowledged cannot be shown durable (a safekeeper that lost its control file to a power
 fault never starts again: the run shows no lost write, only this).
 
-`analyse` is the judgment, on plain numbers (usable without Spark); `check` feeds it from the
-operations table.
+`analyse` is the judgment, on plain numbers; `check` feeds it from plain operations, and
+checkers/spark/availability.py from the operations table.
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ import bisect
 import contextlib
 import itertools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from checkers.operations import Op, end_of, faults
+from checkers.stats import fault_windows
 from harness.history import FINAL_READS_PROCESS, NEMESIS
 
 NS_PER_S = 1e9
@@ -198,7 +201,7 @@ def _unanswered(final_reads: list[FinalReads], acked: int) -> list[dict[str, Any
                 "durable"
             ),
         }
-        for r in final_reads
+        for r in sorted(final_reads, key=lambda r: r.workload)
         if r.tried and not r.succeeded
     ]
 
@@ -226,36 +229,36 @@ def _stalls(points: list[float], windows: list[Window], bound: float) -> list[di
     return found
 
 
-def check(ops: Any, max_recovery: float | None = None) -> dict[str, Any]:
-    """The figures of a history's operations table (a Spark DataFrame)."""
-    from pyspark.sql import functions as F
-
-    from checkers.stats import fault_windows
-
-    txn_write = (F.col("f") == "txn") & F.coalesce(
-        F.col("invoke_value").contains('"append"'), F.lit(False)
-    )
-    writing = (F.col("process") != NEMESIS) & (F.col("f").isin(*WRITE_FS) | txn_write)
-    writes = ops.filter(writing)
-    span = writes.agg(F.min("invoke_time"), F.max("invoke_time")).collect()[0]
-    acked = writes.filter(F.col("type") == "ok").select("complete_time").toArrow()
-    times = sorted(t / NS_PER_S for t in acked.column(0).to_pylist() if t is not None)
-    windows = [Window(w["fault"], w["start"], w["end"], w.get("value")) for w in fault_windows(ops)]
-    bounds = None if span[0] is None else (span[0] / NS_PER_S, span[1] / NS_PER_S)
-    finals = (
-        ops.filter(F.col("process").try_cast("long") >= FINAL_READS_PROCESS)
-        .groupBy(F.coalesce(F.col("workload"), F.lit("")).alias("workload"))
-        .agg(
-            F.count("*").alias("tried"),
-            F.sum((F.col("type") == "ok").cast("int")).alias("succeeded"),
-            F.min("invoke_time").alias("start"),
-            F.max(F.coalesce("complete_time", "invoke_time")).alias("end"),
-        )
-        .collect()
-    )
+def check(ops: Iterable[Op], max_recovery: float | None = None) -> dict[str, Any]:
+    """The figures of a history's operations."""
+    ops = list(ops)
+    writes = [op for op in ops if op["process"] != NEMESIS and is_write(op)]
+    times = sorted(op["complete_time"] / NS_PER_S for op in writes
+                   if op["type"] == "ok" and op["complete_time"] is not None)  # fmt: skip
+    starts = [op["invoke_time"] for op in writes]
+    bounds = (min(starts) / NS_PER_S, max(starts) / NS_PER_S) if starts else None
+    windows = [Window(w["fault"], w["start"], w["end"], w.get("value"))
+               for w in fault_windows(faults(ops), end_of(ops))]  # fmt: skip
+    finals: dict[str, list[Op]] = {}
+    for op in ops:
+        if isinstance(op["process"], int) and op["process"] >= FINAL_READS_PROCESS:
+            finals.setdefault(op["workload"] or "", []).append(op)
     final_reads = [
-        FinalReads(r["workload"] or "the history", r["tried"], r["succeeded"],
-                   r["start"] / NS_PER_S, r["end"] / NS_PER_S)
-        for r in finals
+        FinalReads(workload or "the history", len(tried), sum(op["type"] == "ok" for op in tried),
+                   min(op["invoke_time"] for op in tried) / NS_PER_S,
+                   max(op["complete_time"] or op["invoke_time"] for op in tried) / NS_PER_S)
+        for workload, tried in finals.items()
     ]  # fmt: skip
     return analyse(times, windows, bounds, max_recovery, final_reads)
+
+
+def is_write(op: Op) -> bool:
+    """A bank transfer, a set add, or an append transaction that appends."""
+    if op["f"] in WRITE_FS:
+        return True
+    value = op["invoke_value"]
+    return (
+        op["f"] == "txn"
+        and isinstance(value, list)
+        and any(isinstance(mop, list) and mop[:1] == ["append"] for mop in value)
+    )

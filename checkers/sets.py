@@ -18,22 +18,23 @@ element whose add was told it was rolled back is instead a resurrected rollback 
 after that answer contains it, and a dirty read (a read of unconfirmed data) when only reads
 invoked before it did (both invalid).
 
-Reads grow with the set, so exploding every read into (read, element) rows would cost reads x
-elements rows. Instead, reads are put in invocation order (their rank) and each is compared with
-the previous one: only the elements that appear or disappear become rows, and each element's
-presence is a few intervals of ranks. "How many reads began after time t" is a rank too, so each
-question about an element becomes arithmetic on ranks, joins and aggregations.
+Reads are put in invocation order (their rank) and each is compared with the previous one, so
+each element's presence is a few intervals of ranks, and "how many reads began by time t" is a
+rank too: an element's facts (`facts`) are a few numbers, whatever the size of the reads. `judge`
+classifies elements from their facts; `check` finds the facts in plain Python, and the Spark feed
+(checkers/spark/sets.py) finds the same facts with Spark jobs for histories too large for one
+process.
 """
 
 from __future__ import annotations
 
+import bisect
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
-
-from checkers.history_table import op_dicts
-from checkers.rollback import CONFIRM_ROLLBACK, DIRTY, RESURRECTED, ROLLBACK
+from checkers.operations import Op
+from checkers.rollback import CONFIRM_ROLLBACK, DIRTY, RESURRECTED, rolled_back
 from harness.errors import BadInput
 from harness.history import NEMESIS
 from harness.verdict import Validity
@@ -50,61 +51,202 @@ ANOMALY_TYPES = (
     "stale",
     "unexpected",
 )
-_OK, _INFO, _FAIL = 0, 1, 2
+OK, INFO, FAIL = 0, 1, 2  # an add's outcome, in the order an explanation prefers its add
+FACTS = (
+    "element",
+    "outcome",  # the outcome of the add an explanation names (None: never added)
+    "add_op",  # that add (for a failed element, the add told it was rolled back, if any)
+    "add_ok_time",  # the first acknowledgement of an add of it
+    "rollback_error",  # a failed element's rollback, in the confirm/rollback mode
+    "rollback_time",
+    "first_read",  # the first read (in rank order) that has it, and its completion
+    "first_seen_time",
+    "last_read",  # the last read that has it, its invocation and completion, and its rank
+    "last_read_invoked",
+    "last_seen_time",
+    "last_rank",
+    "top_start",  # the first rank of the run of reads that has it and ends at last_rank
+    "by_known",  # how many reads began by the time it was known, and by its last sighting
+    "by_last",
+    "present_after",  # how many reads begun after it was known have it
+)
+Facts = dict[str, Any]
 
 
-def check(ops: DataFrame, mode: str | None = None) -> dict[str, Any]:
+def check(ops: Iterable[Op], mode: str | None = None) -> dict[str, Any]:
     """Check the set workload's adds and ok reads (and, in mode "confirm-rollback", that mode's
     contract)."""
-    client = ops.filter(F.col("process") != NEMESIS)
-    rollback = F.col("type") == "fail"
-    rollback &= F.col("error").rlike(ROLLBACK) if mode == CONFIRM_ROLLBACK else F.lit(False)
-    adds = client.filter(F.col("f") == "add").select(
-        F.expr("try_cast(invoke_value AS bigint)").alias("element"),
-        "type",
-        "invoke_index",
-        "complete_time",
-        F.when(rollback, F.struct("invoke_index", "error", "complete_time")).alias("rollback"),
+    ops = list(ops)
+    client = [op for op in ops if op["process"] != NEMESIS]
+    adds = [op for op in client if op["f"] == "add"]
+    reads = [op for op in client if op["f"] == "read" and op["type"] == "ok"]
+    for op in sorted(adds, key=lambda op: op["invoke_index"]):
+        if not _integer(op["invoke_value"]):
+            raise BadInput(
+                f"the set add at history index {op['invoke_index']} has a value that is not an "
+                "integer"
+            )
+    for op in sorted(reads, key=lambda op: op["invoke_index"]):
+        value = op["value"]
+        if not isinstance(value, list) or not all(_integer(e) for e in value):
+            raise BadInput(
+                f"the set read at history index {op['invoke_index']} returned a value that is "
+                "not a list of integers"
+            )
+    ranked = sorted(reads, key=lambda op: (op["invoke_time"], op["invoke_index"]))
+    by_index = {op["invoke_index"]: op for op in ops}
+    return judge(
+        facts(adds, ranked, mode),
+        [op["invoke_index"] for op in ranked],
+        [op["invoke_time"] for op in ranked],
+        duplicates(ranked),
+        lambda indices: {i: by_index[i] for i in indices},
     )
-    reads = client.filter((F.col("f") == "read") & (F.col("type") == "ok")).select(
-        F.col("invoke_index").alias("read"),
-        F.col("invoke_time").alias("inv"),
-        F.col("complete_time").alias("comp"),
-        F.from_json("value", "array<bigint>").alias("elements"),
-    )
-    # Each table below is used several times: checkpoints keep Spark from recomputing it (reads
-    # are parsed once) and keep plans small (planning dominates on small histories).
-    ranked = reads.select(
-        "read", "inv", "comp", F.row_number().over(Window.orderBy("inv", "read")).alias("rank")
-    ).localCheckpoint()
-    steps = _steps(reads, ranked).localCheckpoint()
-    read_count, repeating = _validate(adds, steps)
-    intervals = _intervals(steps).localCheckpoint()
-    judged = _judge(_elements(adds, intervals, ranked), intervals, ranked, read_count)
-    judged = judged.localCheckpoint()
-    counts = _counts(judged)
-    listed = _listed(judged, _duplicates(reads, repeating))
 
-    anomaly_counts = {row["type"]: row["count"] for row in listed}
-    ops_by_index = op_dicts(ops, [i for row in listed for i in _op_indices(row)])
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def facts(adds: list[Op], ranked: list[Op], mode: str | None) -> list[Facts]:
+    """Every element added or read, with its `FACTS`; `ranked`: the ok reads in rank order."""
+    out: dict[int, Facts] = {}
+
+    def of(element: int) -> Facts:
+        return out.setdefault(element, dict.fromkeys(FACTS) | {"element": element})
+
+    for op in sorted(adds, key=lambda op: op["invoke_index"]):
+        e = of(op["invoke_value"])
+        outcome = {"ok": OK, "fail": FAIL}.get(op["type"], INFO)
+        if op["type"] == "ok" and (
+            e["add_ok_time"] is None or op["complete_time"] < e["add_ok_time"]
+        ):
+            e["add_ok_time"] = op["complete_time"]
+        if e["outcome"] is None or outcome < e["outcome"]:
+            e["outcome"], e["add_op"] = outcome, op["invoke_index"]
+        told = op["type"] == "fail" and mode == CONFIRM_ROLLBACK and rolled_back(op["error"])
+        if told and "rollback_op" not in e:  # the first add told so
+            e["rollback_op"], e["rollback_error"] = op["invoke_index"], op["error"]
+            e["rollback_time"] = op["complete_time"]
+    for e in out.values():
+        rollback_op = e.pop("rollback_op", None)
+        if e["outcome"] == FAIL:
+            e["add_op"] = rollback_op if rollback_op is not None else e["add_op"]
+        else:
+            e["rollback_error"] = e["rollback_time"] = None
+    invoked = [op["invoke_time"] for op in ranked]
+    for element, spans in _intervals(ranked).items():
+        e = of(element)
+        first, (top_start, last) = min(spans)[0], max(spans, key=lambda s: s[1])
+        first_op, last_op = ranked[first - 1], ranked[last - 1]
+        e |= {
+            "first_read": first_op["invoke_index"],
+            "first_seen_time": first_op["complete_time"],
+            "last_read": last_op["invoke_index"],
+            "last_read_invoked": last_op["invoke_time"],
+            "last_seen_time": last_op["complete_time"],
+            "last_rank": last,
+            "top_start": top_start,
+            "spans": spans,
+        }
+    for e in out.values():
+        spans = e.pop("spans", [])
+        if known_time(e) is None:
+            continue
+        e["by_known"] = bisect.bisect_right(invoked, known_time(e))
+        e["by_last"] = bisect.bisect_right(invoked, last_time(e))
+        if spans:
+            after = [max(0, stop - max(start - 1, e["by_known"])) for start, stop in spans]
+            e["present_after"] = sum(after)
+    return list(out.values())
+
+
+def _intervals(ranked: list[Op]) -> dict[int, list[tuple[int, int]]]:
+    """Each element's runs of consecutive ranks (from 1) whose reads have it: (start, stop)."""
+    runs: dict[int, list[tuple[int, int]]] = {}
+    open_: dict[int, int] = {}
+    before: set[int] = set()
+    for rank, op in enumerate(ranked, 1):
+        now = set(op["value"])
+        for element in now - before:
+            open_[element] = rank
+        for element in before - now:
+            runs.setdefault(element, []).append((open_.pop(element), rank - 1))
+        before = now
+    for element, start in open_.items():
+        runs.setdefault(element, []).append((start, len(ranked)))
+    return runs
+
+
+def duplicates(ranked: list[Op]) -> list[dict[str, int]]:
+    """(read, element, copies) for elements a read lists more than once."""
+    return [
+        {"read": op["invoke_index"], "element": element, "copies": copies}
+        for op in ranked
+        if len(op["value"]) != len(set(op["value"]))
+        for element, copies in Counter(op["value"]).items()
+        if copies > 1
+    ]
+
+
+def unexpected(e: Mapping[str, Any]) -> bool:
+    """Read, yet never added or only by adds that failed."""
+    return e["first_read"] is not None and e["outcome"] in (None, FAIL)
+
+
+def known_time(e: Mapping[str, Any]) -> int | None:
+    """From when an element must stay visible: its add's acknowledgement or the first read that
+    had it, whichever is earlier (never, for an unexpected element)."""
+    if unexpected(e):
+        return None
+    times = [t for t in (e["add_ok_time"], e["first_seen_time"]) if t is not None]
+    return min(times, default=None)
+
+
+def last_time(e: Mapping[str, Any]) -> int | None:
+    """The last sign of it: the last read that had it completed, else its add was acknowledged."""
+    return e["last_seen_time"] if e["last_seen_time"] is not None else e["add_ok_time"]
+
+
+def judge(
+    elements: list[Facts],
+    read_at: list[int],
+    invoked_at: list[int],
+    repeated: list[dict[str, int]],
+    ops_of: Callable[[list[int]], Mapping[int, Op]],
+) -> dict[str, Any]:
+    """The verdict from every element's facts, the reads in rank order (their indices and
+    invocation times) and the repeated elements of reads; `ops_of` gives the operations an
+    anomaly names."""
+    read_count = len(read_at)
+    rows = [_classified(e, read_count, read_at, invoked_at) for e in elements]
+    listed = _listed(rows, repeated)
+    anomaly_counts = {t: n for t, (_, n) in listed.items()}
+    shown = [row for _, (rows_, _) in sorted(listed.items()) for row in rows_]
+    ops_by_index = ops_of(sorted({i for row in shown for i in _op_indices(row)}))
     anomalies = [
         {
             "type": row["type"],
             "explanation": _explain(row),
             "ops": [ops_by_index[i] for i in _op_indices(row)],
         }
-        for row in listed
+        for row in shown
     ]
-    worst = next((row for row in listed if row["type"] == "stale"), None)
+    worst = next(iter(listed.get("stale", ([],))[0]), None)
     valid: Validity = True if read_count else "unknown"
     if any(t in anomaly_counts for t in INVALID_TYPES):
         valid = False
+    ok = [row for row in rows if row["outcome"] == OK]
     return {
         "valid": valid,
         "anomaly_types": sorted(anomaly_counts),
         "anomalies": anomalies,
-        "anomaly_counts": anomaly_counts,
-        **counts,
+        "anomaly_counts": dict(sorted(anomaly_counts.items())),
+        "attempt_count": sum(row["outcome"] is not None for row in rows),
+        "ok_add_count": len(ok),
+        "known_count": sum(row["status"] is not None for row in rows),
+        "stable_count": sum(row["status"] == "stable" for row in rows),
+        "lost_acknowledged_count": sum(row["status"] == "lost" for row in ok),
         **{f"{t.replace('-', '_')}_count": anomaly_counts.get(t, 0) for t in ANOMALY_TYPES},
         "read_count": read_count,
         "worst_stale": None
@@ -117,327 +259,82 @@ def check(ops: DataFrame, mode: str | None = None) -> dict[str, Any]:
     }
 
 
-def _steps(reads: DataFrame, ranked: DataFrame) -> DataFrame:
-    """Each ok read (and one empty read after the last) with its flips and what is wrong with it.
-
-    A flip (element, rank, end) says an element's run of consecutive present ranks starts (end
-    0) or stops (end 1) at that rank: it starts where a read has it and the previous read does
-    not, and stops a rank earlier where the previous read has it and this one does not. Healthy
-    reads differ from their predecessor by a few elements, so flips stay few while reads grow
-    with the set. Pairing each read with its predecessor is a join, so it spreads over executors.
-    """
-    now = reads.join(F.broadcast(ranked.select("read", "rank")), "read").select(
-        "rank", "read", "elements"
-    )
-    before = now.select((F.col("rank") + 1).alias("rank"), F.col("elements").alias("before"))
-    empty = F.array().cast("array<bigint>")
-    elements, prior = F.coalesce("elements", empty), F.coalesce("before", empty)
-    rank, is_read = F.col("rank"), F.col("read").isNotNull()
-
-    def flip(items: Column, at: Column, end: int) -> Column:
-        return F.transform(
-            items,
-            lambda e: F.struct(e.alias("element"), at.alias("rank"), F.lit(end).alias("end")),
-        )
-
-    return now.join(before, "rank", "full").select(
-        "read",
-        (is_read & (F.col("elements").isNull() | F.exists("elements", lambda e: e.isNull()))).alias(
-            "malformed"
-        ),
-        (is_read & (F.size(elements) != F.size(F.array_distinct(elements)))).alias("repeats"),
-        F.concat(
-            flip(F.array_except(elements, prior), rank, 0),
-            flip(F.array_except(prior, elements), rank - 1, 1),
-        ).alias("flips"),
-    )
+def _classified(
+    e: Facts, read_count: int, read_at: list[int], invoked_at: list[int]
+) -> dict[str, Any]:
+    """An element's facts with its status (lost, stale, never-read, stable; None when not known)
+    and the read that proves a lost or stale one."""
+    row = dict(e, known_time=known_time(e), unexpected=unexpected(e))
+    judged = ("status", "reads_after_last", "missed", "proof_read", "proof_time", "staleness")
+    row |= dict.fromkeys(judged)
+    if row["known_time"] is None:
+        return row
+    after_known = read_count - e["by_known"]
+    missed = after_known - (e["present_after"] or 0)
+    row["reads_after_last"], row["missed"] = read_count - e["by_last"], missed
+    proof = None
+    if e["by_last"] < read_count:
+        row["status"], proof = "lost", e["by_last"] + 1
+    elif missed > 0:
+        row["status"] = "stale"
+        # the last read, unless it has the element: then the one before the run that ends there
+        proof = read_count if e["last_rank"] < read_count else e["top_start"] - 1
+    elif after_known == 0 and e["outcome"] == OK:
+        row["status"] = "never-read"
+    else:
+        row["status"] = "stable"
+    if proof is not None:
+        row["proof_read"], row["proof_time"] = read_at[proof - 1], invoked_at[proof - 1]
+        if row["status"] == "stale":
+            row["staleness"] = row["proof_time"] - row["known_time"]
+    return row
 
 
-def _validate(adds: DataFrame, steps: DataFrame) -> tuple[int, list[int]]:
-    """BadInput for a value not of the set workload's shape; else the ok read count, and the
-    reads that list some element twice (rare, so only those are exploded later)."""
-    bad_add = adds.agg(F.min(F.when(F.col("element").isNull(), F.col("invoke_index")))).first()
-    if bad_add is not None and bad_add[0] is not None:
-        raise BadInput(
-            f"the set add at history index {bad_add[0]} has a value that is not an integer"
-        )
-    read_count, bad_read, repeating = steps.agg(
-        F.count("read"),
-        F.min(F.when(F.col("malformed"), F.col("read"))),
-        F.collect_list(F.when(F.col("repeats"), F.col("read"))),
-    ).collect()[0]
-    if bad_read is not None:
-        raise BadInput(
-            f"the set read at history index {bad_read} returned a value that is not a "
-            "list of integers"
-        )
-    return read_count, repeating
-
-
-def _intervals(steps: DataFrame) -> DataFrame:
-    """(element, start, stop): each run of consecutive read ranks whose reads have the element."""
-    flips = steps.select(F.explode("flips").alias("flip")).select("flip.*")
-    # Starts and stops alternate per element; a one-read run starts and stops at the same rank,
-    # start first.
-    following = Window.partitionBy("element").orderBy("rank", "end")
-    return (
-        flips.select("element", "rank", "end", F.lead("rank").over(following).alias("stop"))
-        .filter(F.col("end") == 0)
-        .select("element", F.col("rank").alias("start"), "stop")
-    )
-
-
-def _elements(adds: DataFrame, intervals: DataFrame, ranked: DataFrame) -> DataFrame:
-    """One row per element added or read: its add's outcome and the reads that first/last saw it."""
-    outcome = (
-        F.when(F.col("type") == "ok", _OK).when(F.col("type") == "fail", _FAIL).otherwise(_INFO)
-    )
-    added = adds.groupBy("element").agg(
-        F.min(F.when(F.col("type") == "ok", F.col("complete_time"))).alias("add_ok_time"),
-        # The add an explanation names: an ok one if any, else an unknown one, else a failed one.
-        F.min(F.struct(outcome.alias("outcome"), F.col("invoke_index").alias("op"))).alias("add"),
-        # In the confirm/rollback mode: the first add told it was rolled back.
-        F.min("rollback").alias("rollback"),
-    )
-    spans = intervals.groupBy("element").agg(
-        F.min("start").alias("first_rank"),
-        F.max("stop").alias("last_rank"),
-        F.max(F.struct("stop", "start")).getField("start").alias("top_start"),
-    )
-    first = ranked.select(
-        F.col("rank").alias("first_rank"),
-        F.col("read").alias("first_read"),
-        F.col("comp").alias("first_seen_time"),
-    )
-    last = ranked.select(
-        F.col("rank").alias("last_rank"),
-        F.col("read").alias("last_read"),
-        F.col("inv").alias("last_read_invoked"),
-        F.col("comp").alias("last_seen_time"),
-    )
-    seen = spans.join(first, "first_rank").join(last, "last_rank")
-    failed = F.col("add.outcome") == _FAIL
-    return added.join(seen, "element", "full").select(
-        "element",
-        "add_ok_time",
-        F.col("add.outcome").alias("outcome"),
-        # Every add of an element that failed: the one a resurrected rollback names, if any.
-        F.when(failed, F.coalesce("rollback.invoke_index", "add.op"))
-        .otherwise(F.col("add.op"))
-        .alias("add_op"),
-        F.when(failed, F.col("rollback.error")).alias("rollback_error"),
-        F.when(failed, F.col("rollback.complete_time")).alias("rollback_time"),
-        "last_read_invoked",
-        "first_read",
-        "first_seen_time",
-        "last_read",
-        "last_seen_time",
-        "last_rank",
-        "top_start",
-    )
-
-
-def _judge(
-    elements: DataFrame, intervals: DataFrame, ranked: DataFrame, read_count: int
-) -> DataFrame:
-    """Classify every element, with the read that proves a lost or stale one."""
-    unexpected = F.col("first_read").isNotNull() & (
-        F.col("outcome").isNull() | (F.col("outcome") == _FAIL)
-    )
-    elements = elements.select(
-        "*",
-        unexpected.alias("unexpected"),
-        F.when(~unexpected, F.least("add_ok_time", "first_seen_time")).alias("known_time"),
-        F.coalesce("last_seen_time", "add_ok_time").alias("last_time"),
-    )
-    begun = _reads_begun_by(ranked, elements)
-    # Ranks above `by_known` are exactly the reads invoked after the element was known.
-    present_after = (
-        intervals.join(begun.select("element", "by_known"), "element")
-        .groupBy("element")
-        .agg(
-            F.sum(
-                F.greatest(
-                    F.lit(0), F.col("stop") - F.greatest(F.col("start") - 1, F.col("by_known"))
-                )
-            ).alias("present_after")
-        )
-    )
-    known = F.col("known_time").isNotNull()
-    after_known = read_count - F.col("by_known")
-    lost = known & (F.col("by_last") < read_count)
-    missed = after_known - F.coalesce("present_after", F.lit(0))
-    status = (
-        F.when(F.col("unexpected") | ~known, None)
-        .when(lost, "lost")
-        .when(missed > 0, "stale")
-        .when((after_known == 0) & (F.col("outcome") == _OK), "never-read")
-        .otherwise("stable")
-    )
-    # Lost: the first read begun after it was last seen. Stale: the latest read that missed it,
-    # the last read if the last present one is not last, else the one just before the final run.
-    proof_rank = F.when(lost, F.col("by_last") + 1).when(
-        missed > 0,
-        F.when(F.col("last_rank") < read_count, read_count).otherwise(F.col("top_start") - 1),
-    )
-    judged = (
-        elements.join(begun, "element", "left")
-        .join(present_after, "element", "left")
-        .select(
-            "*",
-            status.alias("status"),
-            (read_count - F.col("by_last")).alias("reads_after_last"),
-            missed.alias("missed"),
-            proof_rank.alias("proof_rank"),
-        )
-    )
-    proof = ranked.select(
-        F.col("rank").alias("proof_rank"),
-        F.col("read").alias("proof_read"),
-        F.col("inv").alias("proof_time"),
-    )
-    return judged.join(proof, "proof_rank", "left").withColumn(
-        "staleness",
-        F.when(F.col("status") == "stale", F.col("proof_time") - F.col("known_time")),
-    )
-
-
-def _reads_begun_by(ranked: DataFrame, elements: DataFrame) -> DataFrame:
-    """(element, by_known, by_last): how many reads were invoked at or before each time."""
-    known = elements.filter(F.col("known_time").isNotNull())
-    points = (
-        ranked.select(
-            F.col("inv").alias("t"), F.lit("read").alias("kind"), F.col("read").alias("key")
-        )
-        .unionByName(
-            known.select(
-                F.col("known_time").alias("t"),
-                F.lit("known").alias("kind"),
-                F.col("element").alias("key"),
+def _listed(
+    rows: list[dict[str, Any]], repeated: list[dict[str, int]]
+) -> dict[str, tuple[list[dict[str, Any]], int]]:
+    """Per anomaly type: up to ANOMALY_CAP rows (worst staleness first), and how many there are."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        rollback = row["rollback_error"] is not None
+        # seen by a read begun after the client was told of the rollback, or only by earlier ones
+        seen = row["last_read_invoked"]
+        resurrected = rollback and seen is not None and seen > row["rollback_time"]
+        kinds = {
+            "lost": row["status"] == "lost",
+            "stale": row["status"] == "stale",
+            "never-read": row["status"] == "never-read",
+            "recovered": row["outcome"] == INFO and row["first_read"] is not None,
+            RESURRECTED: row["unexpected"] and resurrected,
+            DIRTY: row["unexpected"] and rollback and not resurrected,
+            "unexpected": row["unexpected"] and not rollback,
+        }
+        for kind, holds in kinds.items():
+            if not holds:
+                continue
+            proof = row["first_read"]  # what shows it: the first read that has it, or
+            if kind in ("lost", "stale"):  # the read that misses it
+                proof = row["proof_read"]
+            elif kind == "never-read":
+                proof = None
+            elif kind == RESURRECTED:  # the last read that has it, begun after the rollback
+                proof = row["last_read"]
+            found.setdefault(kind, []).append(
+                row | {"type": kind, "proof_read": proof, "copies": None}
             )
+    for d in repeated:
+        blank = dict.fromkeys(FACTS) | dict.fromkeys(
+            ("known_time", "reads_after_last", "missed", "staleness", "proof_time")
         )
-        .unionByName(
-            known.select(
-                F.col("last_time").alias("t"),
-                F.lit("last").alias("kind"),
-                F.col("element").alias("key"),
-            )
-        )
-    )
-    # At the same instant reads sort first: a read invoked exactly then has begun by then.
-    so_far = Window.orderBy("t", F.col("kind") != "read", "key").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow
-    )
-    counted = points.select(
-        "kind", "key", F.sum((F.col("kind") == "read").cast("int")).over(so_far).alias("n")
-    )
-    return (
-        counted.filter(F.col("kind") != "read")
-        .groupBy(F.col("key").alias("element"))
-        .agg(
-            F.max(F.when(F.col("kind") == "known", F.col("n"))).alias("by_known"),
-            F.max(F.when(F.col("kind") == "last", F.col("n"))).alias("by_last"),
-        )
-    )
+        shown = {"type": "duplicated", "element": d["element"], "proof_read": d["read"]}
+        found.setdefault("duplicated", []).append(blank | shown | {"copies": d["copies"]})
 
+    def order(row: dict[str, Any]) -> tuple[Any, ...]:
+        staleness = row["staleness"]
+        proof = row["proof_read"]
+        return (staleness is None, -(staleness or 0), row["element"], proof is not None, proof or 0)
 
-def _duplicates(reads: DataFrame, repeating: list[int]) -> DataFrame | None:
-    """(read, element, copies) for elements a read lists more than once, if any read does."""
-    if not repeating:
-        return None
-    return (
-        reads.filter(F.col("read").isin(repeating))
-        .select("read", F.explode("elements").alias("element"))
-        .groupBy("read", "element")
-        .agg(F.count("*").alias("copies"))
-        .filter(F.col("copies") > 1)
-    )
-
-
-def _counts(judged: DataFrame) -> dict[str, int]:
-    """How many elements were attempted, acknowledged, known and stable, and how many of the
-    lost ones had an acknowledged add (the others were known only from a read)."""
-    acknowledged = F.col("outcome") == _OK
-    row = judged.agg(
-        F.count("outcome").alias("attempt_count"),
-        F.count(F.when(acknowledged, 1)).alias("ok_add_count"),
-        F.count("status").alias("known_count"),
-        F.count(F.when(F.col("status") == "stable", 1)).alias("stable_count"),
-        F.count(F.when(acknowledged & (F.col("status") == "lost"), 1)).alias(
-            "lost_acknowledged_count"
-        ),
-    ).collect()[0]
-    return row.asDict()
-
-
-def _listed(judged: DataFrame, duplicates: DataFrame | None) -> list[Any]:
-    """Up to ANOMALY_CAP rows per anomaly type (worst staleness first), each with its type count."""
-    columns = [
-        "element",
-        "add_op",
-        "rollback_error",
-        "rollback_time",
-        "outcome",
-        "add_ok_time",
-        "known_time",
-        "first_read",
-        "first_seen_time",
-        "last_read",
-        "last_seen_time",
-        "reads_after_last",
-        "missed",
-        "staleness",
-        "proof_time",
-    ]
-    shown_by_first_read = F.col("first_read").alias("proof_read")
-    rolled_back = F.col("rollback_error").isNotNull()
-    # seen by a read begun after the client was told of the rollback, or only by earlier ones
-    resurrected = rolled_back & (F.col("last_read_invoked") > F.col("rollback_time"))
-    dirty = rolled_back & ~resurrected
-    kinds = {
-        "lost": (F.col("status") == "lost", F.col("proof_read")),
-        "stale": (F.col("status") == "stale", F.col("proof_read")),
-        "never-read": (F.col("status") == "never-read", F.lit(None).cast("bigint")),
-        "recovered": ((F.col("outcome") == _INFO) & F.col("first_read").isNotNull(), None),
-        RESURRECTED: (F.col("unexpected") & resurrected, F.col("last_read")),
-        DIRTY: (F.col("unexpected") & dirty, None),
-        "unexpected": (F.col("unexpected") & ~rolled_back, None),
-    }
-    parts = [
-        judged.filter(condition).select(
-            F.lit(kind).alias("type"),
-            *columns,
-            shown_by_first_read if proof is None else proof.alias("proof_read"),
-            F.lit(None).cast("bigint").alias("copies"),
-        )
-        for kind, (condition, proof) in kinds.items()
-    ]
-    if duplicates is not None:
-        parts.append(
-            duplicates.select(
-                F.lit("duplicated").alias("type"),
-                "element",
-                *[F.lit(None).alias(c) for c in columns[1:]],
-                F.col("read").alias("proof_read"),
-                "copies",
-            )
-        )
-    anomalies = parts[0]
-    for part in parts[1:]:
-        anomalies = anomalies.unionByName(part)
-    of_type = Window.partitionBy("type")
-    return (
-        anomalies.select(
-            "*",
-            F.row_number()
-            .over(of_type.orderBy(F.col("staleness").desc_nulls_last(), "element", "proof_read"))
-            .alias("n"),
-            F.count("*").over(of_type).alias("count"),
-        )
-        .filter(F.col("n") <= ANOMALY_CAP)
-        .orderBy("type", "n")
-        .collect()
-    )
+    return {k: (sorted(v, key=order)[:ANOMALY_CAP], len(v)) for k, v in found.items()}
 
 
 def _op_indices(row: Any) -> list[int]:
@@ -508,7 +405,7 @@ def _how_known(row: Any) -> str:
         return f"its add at index {row['add_op']} was acknowledged at {_s(row['add_ok_time'])}"
     return (
         f"the read at index {row['first_read']} had it at {_s(row['first_seen_time'])}, "
-        f"its add at index {row['add_op']} being {'ok' if row['outcome'] == _OK else 'unknown'}"
+        f"its add at index {row['add_op']} being {'ok' if row['outcome'] == OK else 'unknown'}"
     )
 
 

@@ -1,41 +1,25 @@
-"""The split-brain checker in the pipeline: its per-key signs come from the append workload's
-per-key pass (checkers/append_keys.py), the nemesis operations from the operations table, and
-checkers/listappend/split_brain puts them together."""
+"""The split-brain checker over plain operations: acknowledged writes through two nodes from
+divergent histories (checkers/listappend/split_brain), shown with the faults around them."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-from checkers.append import with_operations
-from checkers.append_keys import SPLIT_BRAIN, key_pass
+from checkers.append import transactions, with_operations
 from checkers.listappend import split_brain
-from harness.history import NEMESIS
+from checkers.operations import Op, faults
 
 
-def check(ops: DataFrame, by_key: DataFrame | None = None) -> dict[str, Any]:
-    """Acknowledged writes through two nodes from divergent histories (`by_key`: as for the
-    append checker)."""
-    cases = [dict(c) for c in key_pass(ops, by_key).cases[SPLIT_BRAIN]]
-    return with_operations(ops, split_brain.verdict(cases, faults(ops)))
+def check(ops: Iterable[Op]) -> dict[str, Any]:
+    """The append workload's transactions through two nodes that saw divergent histories."""
+    ops = list(ops)
+    return with_operations(ops, split_brain.check(transactions(ops), fault_spans(ops)))
 
 
-def faults(ops: DataFrame) -> list[dict[str, Any]]:
-    rows = (
-        ops.filter(F.col("process") == NEMESIS)
-        .select("invoke_time", "complete_time", "f", "value")
-        .orderBy("invoke_time")
-        .collect()
-    )
+def fault_spans(ops: Iterable[Op]) -> list[dict[str, Any]]:
+    """The nemesis's operations as the cases show them: start, end (ns), f and value."""
     return [
-        {
-            "start": r["invoke_time"],
-            "end": r["complete_time"],
-            "f": r["f"],
-            "value": None if r["value"] is None else json.loads(r["value"]),
-        }
-        for r in rows
+        {"start": op["invoke_time"], "end": op["complete_time"], "f": op["f"], "value": op["value"]}
+        for op in faults(ops)
     ]

@@ -1,43 +1,108 @@
 """Operation counts, latencies and rates: what the report plots, for every history.
 
 It never finds anomalies (valid is always True); it says how much the run did and how fast, which
-is what tells a reader whether a valid verdict means much.
+is what tells a reader whether a valid verdict means much. `check` works on plain operations;
+`summary` is the part the Spark feed shares (checkers/spark/stats.py), from the groups, the
+completed operations' columns and the faults.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from checkers.history_table import process_value
+from checkers.operations import Op, faults, process_value
 from harness.history import NEMESIS
 
 MAX_SERIES_POINTS = 20_000
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+TYPES = ("ok", "fail", "info")
 _NS_PER_MS = 1e6
 _NS_PER_S = 1e9
 
 
-def check(ops: DataFrame) -> dict[str, Any]:
-    """Counts by workload/f/type, ok latency quantiles, duration, throughput, and plot series.
+@dataclass
+class Completed:
+    """The completed client operations, a column each (numpy arrays of equal length): what the
+    latency series and the rate are made of."""
 
-    A few Spark jobs whatever the history's size: one aggregation (counts, latencies and the
-    span of the run together), the completion times of the client operations (the rate and the
-    plotted points are worked out from them on the driver), the nemesis's operations."""
-    groups = _groups(ops)
+    invoke_index: np.ndarray
+    invoke_time: np.ndarray
+    complete_time: np.ndarray
+    latency_ns: np.ndarray
+    f: np.ndarray
+    type: np.ndarray
+    workload: np.ndarray
+    process: np.ndarray  # as tables hold it: text
+
+    @property
+    def size(self) -> int:
+        return len(self.invoke_index)
+
+
+def check(ops: Iterable[Op]) -> dict[str, Any]:
+    """Counts by workload/f/type, ok latency quantiles, duration, throughput, and plot series."""
+    ops = list(ops)
+    done = [op for op in ops if op["process"] != NEMESIS and op["complete_time"] is not None]
+    completed = Completed(
+        *(np.array([op[c] for op in done], dtype=np.int64) for c in _TIMES),
+        *(np.array([op[c] for op in done], dtype=object) for c in ("f", "type", "workload")),
+        np.array([str(op["process"]) for op in done], dtype=object),
+    )
+    groups = sorted(_groups(ops).values(), key=group_order)
+    end = max((g["end"] for g in groups), default=None)
+    return summary(groups, completed, fault_windows(faults(ops), end))
+
+
+_TIMES = ("invoke_index", "invoke_time", "complete_time", "latency_ns")
+
+
+def _groups(ops: Sequence[Op]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per (client or nemesis, workload, f, type): count, first invocation, last completion (or
+    invocation), latency quantiles (nearest rank) and maximum."""
+    latencies: dict[tuple[Any, ...], list[int]] = {}
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for op in ops:
+        key = (op["process"] != NEMESIS, op["workload"], op["f"], op["type"])
+        end = op["complete_time"] if op["complete_time"] is not None else op["invoke_time"]
+        g = groups.get(key)
+        if g is None:
+            client, workload, f, type_ = key
+            g = groups[key] = {"client": client, "workload": workload, "f": f, "type": type_,
+                               "count": 0, "start": op["invoke_time"], "end": end}  # fmt: skip
+            latencies[key] = []
+        g["count"] += 1
+        g["start"], g["end"] = min(g["start"], op["invoke_time"]), max(g["end"], end)
+        if op["latency_ns"] is not None:
+            latencies[key].append(op["latency_ns"])
+    for key, g in groups.items():
+        values = sorted(latencies[key])
+        nearest = [values[max(0, math.ceil(p * len(values)) - 1)] for p in QUANTILES.values()]
+        g["q"], g["max"] = (nearest, values[-1]) if values else (None, None)
+    return groups
+
+
+def group_order(g: dict[str, Any]) -> tuple[Any, ...]:
+    """As the report lists groups: workload (none first), then f, then type."""
+    return (g["workload"] is not None, g["workload"] or "", g["f"], g["type"])
+
+
+def summary(
+    groups: list[dict[str, Any]], completed: Completed, windows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The result from the groups (in `group_order`), the completed client operations and the
+    fault windows."""
     client = [g for g in groups if g["client"]]
     counts = [{k: g[k] for k in ("workload", "f", "type", "count")} for g in client]
-    by_type = {t: sum(c["count"] for c in counts if c["type"] == t) for t in ("ok", "fail", "info")}
+    by_type = {t: sum(c["count"] for c in counts if c["type"] == t) for t in TYPES}
     starts = [g["start"] for g in groups if g["start"] is not None]
     ends = [g["end"] for g in groups if g["end"] is not None]
     start, end = (min(starts), max(ends)) if starts else (None, None)
-    duration_s = (end - start) / _NS_PER_S if start is not None else 0.0
-    completed = _completed(ops)
+    duration_s = (end - start) / _NS_PER_S if start is not None and end is not None else 0.0
     return {
         "valid": True,
         "anomaly_types": [],
@@ -51,59 +116,23 @@ def check(ops: DataFrame) -> dict[str, Any]:
         "ok_per_s": by_type["ok"] / duration_s if duration_s > 0 else None,
         "series": _series(completed),
         "rate": _rate(completed),
-        "fault_windows": fault_windows(ops, end),
+        "fault_windows": windows,
     }
 
 
-def _groups(ops: DataFrame) -> list[dict[str, Any]]:
-    """Per (client or nemesis, workload, f, type): the count, the first invocation, the last
-    completion (or invocation), the latency quantiles and maximum; ordered as the report lists
-    them (workload, nulls first, then f, then type)."""
-    quantiles = F.percentile_approx("latency_ns", list(QUANTILES.values()), 100_000)
-    rows = (
-        ops.groupBy((F.col("process") != NEMESIS).alias("client"), "workload", "f", "type")
-        .agg(
-            F.count("*").alias("count"),
-            F.min("invoke_time").alias("start"),
-            F.max(F.coalesce("complete_time", "invoke_time")).alias("end"),
-            quantiles.alias("q"),
-            F.max("latency_ns").alias("max"),
-        )
-        .collect()
-    )
-    groups = [row.asDict() for row in rows]
-    return sorted(
-        groups, key=lambda g: (g["workload"] is not None, g["workload"] or "", g["f"], g["type"])
-    )
-
-
-def fault_windows(ops: DataFrame, end: int | None = None) -> list[dict[str, Any]]:
-    """When each fault was in place: from its start's invocation to its stop's completion.
-
-    Nemesis operations are few (two per fault), so they are paired on the driver. A fault whose
-    stop never came (the harness was killed) lasts until the end of the history (`end`, ns,
-    found here when not given)."""
-    rows = sorted(
-        ops.filter(F.col("process") == NEMESIS)
-        .select("f", "invoke_time", "complete_time", "value", "invoke_index")
-        .collect(),
-        key=lambda row: row["invoke_index"],
-    )
-    if end is None:
-        end = ops.agg(F.max(F.coalesce("complete_time", "invoke_time"))).collect()[0][0]
+def fault_windows(nemesis: Iterable[Op], end: int | None) -> list[dict[str, Any]]:
+    """When each fault was in place: from its start's invocation to its stop's completion. A
+    fault whose stop never came (the harness was killed) lasts until `end` (ns), the history's."""
     windows: list[dict[str, Any]] = []
     open_: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        action, _, fault = row["f"].partition("-")
+    for op in sorted(nemesis, key=lambda op: op["invoke_index"]):
+        action, _, fault = op["f"].partition("-")
         if action == "start":
-            open_[fault] = {
-                "fault": fault,
-                "start": row["invoke_time"] / _NS_PER_S,
-                "value": row["value"],
-            }
+            open_[fault] = {"fault": fault, "start": op["invoke_time"] / _NS_PER_S,
+                            "value": op["value"]}  # fmt: skip
         elif action == "stop" and fault in open_:
             window = open_.pop(fault)
-            stopped = row["complete_time"] or row["invoke_time"]
+            stopped = op["complete_time"] or op["invoke_time"]
             windows.append(window | {"end": stopped / _NS_PER_S})
     windows += [w | {"end": (end or 0) / _NS_PER_S} for w in open_.values()]
     return sorted(windows, key=lambda w: w["start"])
@@ -124,40 +153,29 @@ def _latencies(client: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _completed(ops: DataFrame) -> pa.Table:
-    """The completed client operations: what the series and the rate are made of."""
-    done = (F.col("process") != NEMESIS) & F.col("complete_time").isNotNull()
-    columns = ("invoke_index", "invoke_time", "complete_time", "latency_ns", "f", "type")
-    return ops.filter(done).select(*columns, "workload", "process").toArrow()
-
-
-def _series(completed: pa.Table) -> list[dict[str, Any]]:
+def _series(completed: Completed) -> list[dict[str, Any]]:
     """Completed operations for the latency-over-time plot, every k-th one (in invocation
     order) past the point cap, in time order."""
-    step = max(1, math.ceil(completed.num_rows / MAX_SERIES_POINTS))
-    picked = completed.take(np.argsort(completed.column("invoke_index").to_numpy())[::step])
-    picked = picked.take(np.argsort(picked.column("invoke_time").to_numpy(), kind="stable"))
+    step = max(1, math.ceil(completed.size / MAX_SERIES_POINTS))
+    picked = np.argsort(completed.invoke_index, kind="stable")[::step]
+    picked = picked[np.argsort(completed.invoke_time[picked], kind="stable")]
     values = {
-        "t": (picked.column("invoke_time").to_numpy() / _NS_PER_S).tolist(),
-        "latency_ms": (picked.column("latency_ns").to_numpy() / _NS_PER_MS).tolist(),
-        **{name: picked.column(name).to_pylist() for name in ("f", "type", "workload")},
-        "process": [process_value(p) for p in picked.column("process").to_pylist()],
+        "t": (completed.invoke_time[picked] / _NS_PER_S).tolist(),
+        "latency_ms": (completed.latency_ns[picked] / _NS_PER_MS).tolist(),
+        **{name: getattr(completed, name)[picked].tolist() for name in ("f", "type", "workload")},
+        "process": [process_value(p) for p in completed.process[picked].tolist()],
     }
     return [dict(zip(values, point, strict=True)) for point in zip(*values.values(), strict=True)]
 
 
-def _rate(completed: pa.Table) -> list[dict[str, Any]]:
+def _rate(completed: Completed) -> list[dict[str, Any]]:
     """Completions per second of the run, by type (ok, fail, info)."""
-    seconds = np.floor(completed.column("complete_time").to_numpy() / _NS_PER_S).astype(np.int64)
-    table = pa.table({"t": seconds, "type": completed.column("type")})
-    counts = table.group_by(["t", "type"]).aggregate([([], "count_all")])
-    counts = counts.sort_by([("t", "ascending"), ("type", "ascending")])
+    seconds = np.floor(completed.complete_time / _NS_PER_S).astype(np.int64)
+    if not completed.size:
+        return []
+    names, codes = np.unique(completed.type.astype(str), return_inverse=True)
+    keys, counts = np.unique(seconds * len(names) + codes, return_counts=True)
     return [
-        {"t": t, "type": type_, "count": n}
-        for t, type_, n in zip(
-            counts.column("t").to_pylist(),
-            counts.column("type").to_pylist(),
-            counts.column("count_all").to_pylist(),
-            strict=True,
-        )
+        {"t": int(k // len(names)), "type": str(names[k % len(names)]), "count": int(n)}
+        for k, n in zip(keys.tolist(), counts.tolist(), strict=True)
     ]

@@ -19,7 +19,7 @@ from harness.report import render_report
 from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA, exit_code
 
 if TYPE_CHECKING:
-    from checkers.spark import Spark
+    from checkers.spark.session import Spark
 
 # Worst first: an infrastructure error, bad input, an anomaly, an undecided check, valid.
 SEVERITY = [EXIT_INFRA, EXIT_BAD_INPUT, 1, 2, 0]
@@ -184,7 +184,7 @@ def analyze(
     `model` overrides the consistency model the append checker holds the history to, `mode` the
     run's mode (the contract the append and set checkers hold it to), `max_recovery` the run's
     bound on recovery after a heal."""
-    from checkers.pipeline import analyze as run_pipeline
+    from checkers.spark.pipeline import analyze as run_pipeline
 
     if model is not None:
         target.params.setdefault("append", {})["model"] = model
@@ -225,7 +225,7 @@ def check_paths(
 ) -> int:
     """Check each path, print its verdict and report path; return the worst exit code. `model`,
     `mode` and `max_recovery`, when given, override each run's."""
-    from checkers.spark import start_spark
+    from checkers.spark.session import start_spark
 
     if out is not None and len(paths) > 1:
         raise BadInput("--out takes one path to check; drop it to write beside each history")

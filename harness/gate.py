@@ -20,15 +20,15 @@ from harness.check import worst
 from harness.verdict import EXIT_INFRA
 
 if TYPE_CHECKING:
-    from checkers.runs_index import RunRow
+    from checkers.spark.runs_index import RunRow
 
 COLOURS = {"valid": "green", "invalid": "red", "unknown": "yellow", "error": "magenta"}
 
 
 def load_index(runs: list[Path], spark_master: str | None) -> list[RunRow]:
     """The index of these run folders, from the Spark job over their files."""
-    from checkers.runs_index import build_index
-    from checkers.spark import get_spark
+    from checkers.spark.runs_index import build_index
+    from checkers.spark.session import get_spark
 
     return build_index(get_spark(spark_master), runs)
 
@@ -37,7 +37,7 @@ def gate_paths(
     paths: list[Path], junit: Path | None, spark_master: str | None, console: Console
 ) -> int:
     """Gate every run at or below `paths`: print the table, write JUnit, return the exit code."""
-    from checkers.runs_index import find_runs
+    from checkers.spark.runs_index import find_runs
 
     return gate_runs(find_runs(paths), {}, junit, spark_master, console)
 

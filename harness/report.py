@@ -219,8 +219,8 @@ def versions(config: dict[str, Any], out_dir: Path) -> dict[str, str]:
 def _timeline(results: dict[str, Any], out_dir: Path) -> tuple[dict[str, Any] | None, dict]:
     """The timeline's data, and for each anomaly (by its element id) the positions of its
     operations in the timeline and the time window they span (s)."""
-    from checkers.pipeline import OPS_TABLE
-    from checkers.timeline import build
+    from checkers.spark.pipeline import OPS_TABLE
+    from checkers.spark.timeline import build
 
     config = results.get("config") or {}
     timeline = build(out_dir / OPS_TABLE, config.get("concurrency"))

@@ -8,7 +8,7 @@ and a zip of a run.
 | `/runs/<test>/<stamp>/…` | a run's files (its folder is listed; `report.html` is its report) |
 | `/zip/<test>/<stamp>.zip` | the run folder as a zip, made as it is sent |
 
-The index comes from the Spark job of checkers/runs_index.py. It is kept between requests; a page
+The index comes from the Spark job of checkers/spark/runs_index.py, kept between requests; a page
 load looks at the store's folders and re-reads only the runs whose config.json or results.json
 changed since (a run that is being checked, a new run). The server is the standard library's
 threading HTTP server; it answers on loopback unless told otherwise, and serves nothing outside
@@ -38,7 +38,7 @@ from harness import store
 from harness.errors import BadInput
 
 if TYPE_CHECKING:
-    from checkers.runs_index import RunRow
+    from checkers.spark.runs_index import RunRow
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -72,8 +72,8 @@ class RunsIndex:
 
     def rows(self) -> list[RunRow]:
         """Every run of the store, newest first."""
-        from checkers.runs_index import build_index, runs_below
-        from checkers.spark import get_spark
+        from checkers.spark.runs_index import build_index, runs_below
+        from checkers.spark.session import get_spark
 
         with self._lock:
             started = time.monotonic()
@@ -175,7 +175,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         self.wfile.write(body)
 
     def _zip(self, relative: str) -> None:
-        from checkers.runs_index import is_run
+        from checkers.spark.runs_index import is_run
 
         run = (self.index.root / relative).resolve()
         if not run.is_relative_to(self.index.root) or not run.is_dir() or not is_run(run):

@@ -1,4 +1,4 @@
-"""Building the class-data archive of Spark's JVM (checkers/class_archive.py says what it is and
+"""Building the class-data archive of Spark's JVM (checkers/spark/class_archive.py says what it is,
 how Spark maps it): `make setup` runs `python -m harness.spark_archive`, which checks a small
 history of each workload in a JVM that dumps the classes it loaded as it exits. It lives with the
 harness because the check it exercises is the harness's."""
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from checkers import class_archive
+from checkers.spark import class_archive
 
 
 def build() -> tuple[Path, float | None]:
@@ -46,7 +46,7 @@ def _exercise() -> None:
     """Check a small history of each workload, so that the JVM loads what checks use."""
     from rich.console import Console
 
-    from checkers.spark import get_spark
+    from checkers.spark.session import get_spark
     from harness.check import check_paths
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,7 +2,7 @@
 
 Two halves. Per key (keys.py): the version order inferred from reads, the ww/wr/rw dependency
 edges, and the anomalies that need no cycle; Spark runs that for every key in parallel
-(checkers/append_keys.py), and `check` below runs it in process. On the driver (`judge`): the
+(checkers/spark/append_keys.py), and `check` below runs it in process. On the driver (`judge`): the
 edges as integer arrays, process or realtime order, strongly connected components and cycle search
 (graph.py, cycles.py), Elle's names for the cycles, and which of the chosen consistency models the
 history violates and the weakest models it rules out.

@@ -4,7 +4,7 @@ Everything list-append infers from reads lives inside one key: a key's version o
 longest read (every other read should be a prefix of it; an append never observed is taken to
 follow the last observed element); the ww, wr and rw edges join transactions that appended and
 read one key; and each anomaly that needs no cycle is about one key. So the analysis is a function
-of one key's accesses. Spark runs it for all keys at once (checkers/append_keys.py); tests and
+of one key's accesses. Spark runs it for all keys at once (checkers/spark/append_keys.py); tests and
 hand use run it key by key (checkers/listappend.check). Edges point from the transaction that
 must come first: ww (appended the previous version), wr (wrote what was read last), rw (read the
 version just before one that was appended).

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from checkers.history_table import load_events, operations
-from checkers.spark import get_spark
+from checkers.operations import read_history
+from checkers.spark.history_table import load_events, operations
+from checkers.spark.session import get_spark
+from harness.errors import BadInput
 
 MS = 1_000_000  # history times are in ns; tests speak in ms
 
@@ -87,3 +89,24 @@ def ops_of(spark: SparkSession) -> Callable[[Path], DataFrame]:
         return operations(load_events(spark, path)[0])
 
     return load
+
+
+def both_ways(
+    plain: Callable[..., dict[str, Any]],
+    fed: Callable[..., dict[str, Any]],
+    table: DataFrame,
+    path: Path,
+    *args: Any,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """A checker fed from Spark's operations `table` of the history at `path`, whose plain
+    judgment over the plainly paired operations must say exactly the same (or refuse alike)."""
+    try:
+        result = fed(table, *args, **kwargs)
+    except BadInput as refused:
+        with pytest.raises(BadInput) as also:
+            plain(read_history(path), *args, **kwargs)
+        assert str(also.value) == str(refused)
+        raise
+    assert plain(read_history(path), *args, **kwargs) == result
+    return result

@@ -1,4 +1,4 @@
-"""The append workload's table by key (checkers/append_micro_ops.py): the store writes the rows
+"""The append workload's by-key table (checkers/spark/append_micro_ops.py): the store writes rows
 Spark's explode would give, each key within one row group, so that the per-key pass needs no
 shuffle; with that table the pass finds the same edges and cases as without it, and it takes no
 history whose rows the two ways might spell differently."""
@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from checkers import append_micro_ops
-from checkers.append_keys import KeyPass, _analysed, _each_key_once, key_pass
-from checkers.append_micro_ops import COLUMNS, explode, store_by_key
-from checkers.history_table import store_operations
 from checkers.listappend.history import Txn, write_history
-from checkers.pipeline import BY_KEY_TABLE, analyze
+from checkers.spark import append_micro_ops
+from checkers.spark.append_keys import KeyPass, _analysed, _each_key_once, key_pass
+from checkers.spark.append_micro_ops import COLUMNS, explode, store_by_key
+from checkers.spark.history_table import store_operations
+from checkers.spark.pipeline import BY_KEY_TABLE, analyze
 from harness.history import NEMESIS
 from tests.unit.test_append_pipeline import perturbed
 from tests.unit.test_listappend import CASES

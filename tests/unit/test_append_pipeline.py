@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,16 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import DataFrame
 
-from checkers import append as append_checker
-from checkers import split_brain as split_brain_checker
-from checkers.append_keys import _analyse, _keys, key_pass
-from checkers.append_micro_ops import explode
+from checkers import append as plain_append
+from checkers import split_brain as plain_split_brain
 from checkers.listappend import check
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.history import Txn, write_history
+from checkers.operations import Op, read_history
+from checkers.spark import append as append_checker
+from checkers.spark import split_brain as split_brain_checker
+from checkers.spark.append_keys import _analyse, _keys, key_pass
+from checkers.spark.append_micro_ops import explode
 from harness.errors import BadInput
 from tests.unit.test_listappend import CASES, A, R, txn
 from tests.unit.test_split_brain import txn as node_txn
@@ -44,9 +48,19 @@ def via_spark(tmp_path: Path, ops_of: Callable[[Path], DataFrame]) -> Callable[.
     return load
 
 
+def plain_ops(history: list[Txn]) -> list[Op]:
+    """The history's operations as the plain checkers take them, through a history file."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "history.jsonl"
+        write_history(history, path)
+        return read_history(path)
+
+
 def same(history: list[Txn], ops: DataFrame, model: str, mode: str | None = None) -> None:
+    """The verdict through Spark is the plain checker's, whole, and the in-process one's."""
     pure = check(history, model, mode=mode)
     piped = append_checker.check(ops, model, mode=mode)
+    assert plain_append.check(plain_ops(history), model, mode=mode) == piped
     assert {k: piped[k] for k in COMPARED} == {k: pure[k] for k in COMPARED}
     assert [a["explanation"] for a in piped["anomalies"]] == [
         a["explanation"] for a in pure["anomalies"]
@@ -100,6 +114,7 @@ def test_split_brain_is_found_through_spark(via_spark: Any) -> None:
         node_txn(5, "n2", R("x", [1, 3])),
     ]
     result = split_brain_checker.check(via_spark(history))
+    assert plain_split_brain.check(plain_ops(history)) == result
     pure = split_brain_keys.check(history, [])
     assert result["anomaly_types"] == pure["anomaly_types"] == ["split-brain"]
     assert [a["nodes"] for a in result["anomalies"]] == [a["nodes"] for a in pure["anomalies"]]
@@ -166,6 +181,8 @@ def test_a_txn_of_a_process_that_is_no_number_is_bad_input(
     )
     with pytest.raises(BadInput, match="a txn operation's process is not a number"):
         append_checker.check(ops_of(path))
+    with pytest.raises(BadInput, match="a txn operation's process is not a number"):
+        plain_append.check(read_history(path))
 
 
 def test_the_worker_reads_each_argument_as_the_history_wrote_it(

@@ -10,9 +10,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from checkers import availability as plain
 from checkers.availability import FinalReads, Window, analyse, covered, describe, sides
-from checkers.pipeline import analyze
+from checkers.operations import read_history
+from checkers.spark.pipeline import analyze
 from harness.history import FINAL_READS_PROCESS as FINAL
+from harness.history import NEMESIS
 
 GRUDGE = {"n1": ["n3", "n4", "n5"], "n2": ["n3", "n4", "n5"], "n3": ["n1", "n2"]}
 
@@ -113,6 +116,15 @@ def test_faults_are_named_by_their_sides_or_targets() -> None:
     assert describe(Window("clock", 0, 1, None)) == "the clock"
 
 
+def tagged(history: Path) -> list[dict[str, Any]]:
+    """The plain operations of a one-workload history, its client operations tagged `append`
+    as the pipeline tags them."""
+    return [
+        op | {"workload": op["workload"] or ("append" if op["process"] != NEMESIS else None)}
+        for op in read_history(history)
+    ]
+
+
 def test_the_pipeline_reads_writes_and_faults_from_the_history(
     spark: SparkSession, write_history: Callable[..., Path], tmp_path: Path
 ) -> None:
@@ -141,6 +153,7 @@ def test_the_pipeline_reads_writes_and_faults_from_the_history(
     result = analyze(spark, history, tmp_path / "out", ["append"], {"availability": {
         "max_recovery": 30}})  # fmt: skip
     availability = result["checkers"]["availability"]
+    assert plain.check(tagged(history), max_recovery=30) == availability
     assert availability["anomaly_types"] == ["slow-recovery"]
     (window,) = availability["windows"]
     assert window["fault"] == "kill" and round(window["recovery_s"]) == 46
@@ -189,8 +202,10 @@ def test_the_pipeline_finds_final_reads_all_refused(
     op(12, "txn", [["r", 1, None]], "fail", FINAL + 1)
     for i, e in enumerate(events):
         e["index"] = i
-    result = analyze(spark, write_history(events), tmp_path / "out", ["append"], {})
+    history = write_history(events)
+    result = analyze(spark, history, tmp_path / "out", ["append"], {})
     availability = result["checkers"]["availability"]
+    assert plain.check(tagged(history)) == availability
     assert availability["anomaly_types"] == ["no-final-read"], availability["anomalies"]
     assert "none of the 3 final reads" in availability["anomalies"][0]["explanation"]
     assert result["valid"] is False

@@ -10,7 +10,9 @@ import pytest
 from pyspark.sql import DataFrame
 
 from checkers import bank
+from checkers.spark import bank as fed_bank
 from harness.errors import BadInput
+from tests.unit.conftest import both_ways
 
 ACCOUNTS = [0, 1, 2, 3]
 TOTAL = 40
@@ -36,7 +38,7 @@ def check(
     transfer = {"from": 0, "to": 1, "amount": 5}
     setup = {"process": 9, "f": "transfer", "value": transfer, "type": "ok", "start": 0, "end": 1}
     path, indices = write_ops([setup, *reads])
-    return bank.check(ops_of(path), ACCOUNTS, TOTAL), indices[1:]
+    return both_ways(bank.check, fed_bank.check, ops_of(path), path, ACCOUNTS, TOTAL), indices[1:]
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from checkers.operations import end_of, faults, read_history
+from checkers.spark.split_brain import nemesis_ops
 from checkers.stats import fault_windows
+
+
+def windows_of(path: Path, ops_of: Callable[[Path], Any]) -> list[dict[str, Any]]:
+    """The fault windows of a history, from its plain operations, which the nemesis's operations
+    as Spark's table gives them must yield too."""
+    ops = read_history(path)
+    windows = fault_windows(faults(ops), end_of(ops))
+    assert fault_windows(nemesis_ops(ops_of(path)), end_of(ops)) == windows
+    return windows
 
 
 def test_windows_pair_starts_with_stops_and_an_unstopped_fault_runs_to_the_end(
@@ -42,7 +53,7 @@ def test_windows_pair_starts_with_stops_and_an_unstopped_fault_runs_to_the_end(
             {"process": 0, "f": "add", "value": 2, "start": 1100, "end": 2000, "type": "ok"},
         ]
     )
-    windows = fault_windows(ops_of(path))
+    windows = windows_of(path, ops_of)
     assert [(w["fault"], w["start"], w["end"]) for w in windows] == [
         ("partition", 0.1, 0.42),
         ("kill", 0.6, 2.0),
@@ -55,4 +66,4 @@ def test_no_faults_no_windows(
     path, _ = write_ops(
         [{"process": 0, "f": "add", "value": 1, "start": 0, "end": 10, "type": "ok"}]
     )
-    assert fault_windows(ops_of(path)) == []
+    assert windows_of(path, ops_of) == []

@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from checkers import history_table
-from checkers.history_table import (
-    OP_COLUMNS,
+from checkers.operations import OP_COLUMNS, op_dict, read_history
+from checkers.spark import history_table
+from checkers.spark.history_table import (
     PARTIAL_LINE_NOTE,
     load_events,
-    op_dict,
     operations,
     store_operations,
 )
@@ -25,8 +24,11 @@ WriteHistory = Callable[..., Path]
 
 
 def ops_list(spark: SparkSession, path: Path) -> list[dict[str, Any]]:
+    """The operations Spark pairs, which the plain pairing must give too."""
     ops = operations(load_events(spark, path)[0]).orderBy("invoke_index").collect()
-    return [op_dict(row.asDict()) for row in ops]
+    paired = [op_dict(row.asDict()) for row in ops]
+    assert read_history(path) == paired
+    return paired
 
 
 SHAPES = [
@@ -174,6 +176,8 @@ def test_a_completion_without_invoke_is_refused(
     )
     with pytest.raises(BadInput, match=r"index 1 \(process 1, ok 'add'\) completes an operation"):
         operations(load_events(spark, path)[0])
+    with pytest.raises(BadInput, match=r"index 1 \(process 1, ok 'add'\) completes an operation"):
+        read_history(path)
 
 
 def test_a_second_invoke_before_completion_is_refused(
@@ -187,6 +191,8 @@ def test_a_second_invoke_before_completion_is_refused(
     )
     with pytest.raises(BadInput, match=r"index 1 .* while its process's invocation at index 0"):
         operations(load_events(spark, path)[0])
+    with pytest.raises(BadInput, match=r"index 1 .* while its process's invocation at index 0"):
+        read_history(path)
 
 
 def test_pairing_and_unknown_outcomes(spark: SparkSession, write_history: WriteHistory) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from checkers.runs_index import build_index, find_runs, started_at
+from checkers.spark.runs_index import build_index, find_runs, started_at
 from harness.errors import BadInput
 from tests.runs_store import LOST, check, make_run
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from checkers.history_table import OP_COLUMNS
-from checkers.pipeline import OPS_TABLE, analyze
+from checkers.spark.history_table import OP_COLUMNS
+from checkers.spark.pipeline import OPS_TABLE, analyze
 from harness.errors import BadInput
 
 WriteHistory = Callable[..., Path]

@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from checkers.history_table import OP_COLUMNS
-from checkers.pipeline import analyze
-from checkers.timeline import CHUNK, build
+from checkers.spark.history_table import OP_COLUMNS
+from checkers.spark.pipeline import analyze
+from checkers.spark.timeline import CHUNK, build
 from harness import store
 from harness.history import FINAL_READS_PROCESS as FINAL
 from harness.report import render_report

@@ -14,7 +14,9 @@ import pytest
 from pyspark.sql import DataFrame
 
 from checkers import sets
+from checkers.spark import sets as fed_sets
 from harness.errors import BadInput
+from tests.unit.conftest import both_ways
 
 WriteOps = Callable[..., tuple[Path, list[int]]]
 OpsOf = Callable[[Path], DataFrame]
@@ -45,7 +47,7 @@ def read(process: int, start: int, end: int, elements: list[int]) -> dict:
 
 def run(write_ops: WriteOps, ops_of: OpsOf, ops: list[dict]) -> tuple[dict[str, Any], list[int]]:
     path, indices = write_ops(ops)
-    return sets.check(ops_of(path)), indices
+    return both_ways(sets.check, fed_sets.check, ops_of(path), path), indices
 
 
 def of_kind(result: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -243,7 +245,7 @@ def test_a_rolled_back_add_that_a_read_shows_is_resurrected_in_confirm_rollback_
     write_ops: WriteOps, ops_of: OpsOf
 ) -> None:
     path, (rolled, refused, *_, shown) = write_ops(rolled_back_then_read())
-    result = sets.check(ops_of(path), mode="confirm-rollback")
+    result = both_ways(sets.check, fed_sets.check, ops_of(path), path, mode="confirm-rollback")
     assert result["valid"] is False
     assert result["anomaly_types"] == ["resurrected-rollback", "unexpected"]
     (resurrected,) = of_kind(result, "resurrected-rollback")
@@ -272,7 +274,7 @@ def test_a_read_that_saw_an_add_before_its_rollback_is_a_dirty_read(
     write_ops: WriteOps, ops_of: OpsOf
 ) -> None:
     path, (rolled, dirty, _) = write_ops(read_while_waiting(read_again=False))
-    result = sets.check(ops_of(path), mode="confirm-rollback")
+    result = both_ways(sets.check, fed_sets.check, ops_of(path), path, mode="confirm-rollback")
     assert result["valid"] is False
     assert result["anomaly_types"] == ["dirty-read"]
     (anomaly,) = result["anomalies"]
@@ -290,7 +292,7 @@ def test_a_rolled_back_add_read_again_after_its_rollback_is_resurrected_not_dirt
     write_ops: WriteOps, ops_of: OpsOf
 ) -> None:
     path, (rolled, _, later) = write_ops(read_while_waiting(read_again=True))
-    result = sets.check(ops_of(path), mode="confirm-rollback")
+    result = both_ways(sets.check, fed_sets.check, ops_of(path), path, mode="confirm-rollback")
     assert result["anomaly_types"] == ["resurrected-rollback"]
     assert op_indices(result["anomalies"][0]) == [rolled, later]
     assert result["dirty_read_count"] == 0
@@ -301,7 +303,7 @@ def test_in_safekeeper_mode_a_rolled_back_add_that_a_read_shows_is_unexpected(
 ) -> None:
     path, (rolled, refused, *_, shown) = write_ops(rolled_back_then_read())
     for mode in (None, "safekeeper"):
-        result = sets.check(ops_of(path), mode=mode)
+        result = both_ways(sets.check, fed_sets.check, ops_of(path), path, mode=mode)
         assert result["valid"] is False
         assert result["anomaly_types"] == ["unexpected"]
         assert sorted(op_indices(a) for a in result["anomalies"]) == [
@@ -362,4 +364,4 @@ def test_a_read_that_is_not_a_list_of_integers_is_bad_input(
 ) -> None:
     path, (_, bad) = write_ops([add(0, 1, 0, 10), read(1, 20, 30, {"0": 1})])  # type: ignore[arg-type]
     with pytest.raises(BadInput, match=f"set read at history index {bad}"):
-        sets.check(ops_of(path))
+        both_ways(sets.check, fed_sets.check, ops_of(path), path)

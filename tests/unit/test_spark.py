@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyspark
 from pyspark.sql import SparkSession
 
-from checkers import class_archive
+from checkers.spark import class_archive
 from harness.spark_workers import zips_last
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ def run_script(script: str) -> subprocess.CompletedProcess[str]:
 
 def test_starting_spark_and_running_a_job_prints_nothing() -> None:
     script = (
-        "from checkers.spark import get_spark\n"
+        "from checkers.spark.session import get_spark\n"
         "spark = get_spark('local[1]')\n"
         "assert get_spark() is spark\n"
         "assert spark.range(1000).groupBy().count().first()[0] == 1000\n"
@@ -41,7 +41,7 @@ def test_starting_spark_and_running_a_job_prints_nothing() -> None:
 def test_a_session_started_in_the_background_is_the_one_a_check_gets() -> None:
     script = (
         "import threading\n"
-        "from checkers.spark import get_spark, session_of, start_spark\n"
+        "from checkers.spark.session import get_spark, session_of, start_spark\n"
         "from harness.errors import InfraError\n"
         "spark = start_spark('local[1]')\n"
         "assert 'spark-start' in [t.name for t in threading.enumerate()]\n"
@@ -63,8 +63,8 @@ def test_a_session_started_in_the_background_is_the_one_a_check_gets() -> None:
 # in the JVM's memory map).
 MAPPED = (
     "import os\n"
-    "from checkers import class_archive\n"
-    "from checkers.spark import get_spark\n"
+    "from checkers.spark import class_archive\n"
+    "from checkers.spark.session import get_spark\n"
     "spark = get_spark('local[1]')\n"
     "assert spark.range(10).count() == 10\n"
     "jvm = spark.sparkContext._gateway.proc.pid\n"

@@ -8,6 +8,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from checkers import stats
+from checkers.spark import stats as fed_stats
+from tests.unit.conftest import both_ways
 
 
 def test_counts_quantiles_and_series(
@@ -25,7 +27,7 @@ def test_counts_quantiles_and_series(
         {"process": "nemesis", "f": "kill", "value": ["n1"], "type": "info", "start": 0, "end": 2},
     ]
     path, _ = write_ops(ops)
-    result = stats.check(ops_of(path))
+    result = both_ways(stats.check, fed_stats.check, ops_of(path), path)
 
     assert result["valid"] is True and result["anomalies"] == []
     assert result["op_count"] == 7 and result["nemesis_op_count"] == 1

@@ -24,7 +24,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from checkers import class_archive
+from checkers.spark import class_archive
 from harness.errors import InfraError
 
 MASTER_ENV = "HARNESS_SPARK_MASTER"

@@ -1,9 +1,9 @@
 """The append workload's micro-operations: a row for each ["append", k, v] or ["r", k, values]
-of a client transaction, the rows the per-key pass (checkers/append_keys.py) analyses.
+of a client transaction, the rows the per-key pass (checkers/spark/append_keys.py) analyses.
 
 Two ways lead to the same rows. Spark explodes them from the operations table (`explode`), and
 the pass then shuffles and sorts them by key: half the JVM's work in a check. The store's one
-pass (checkers/history_fast.py) holds a well-formed history's operations in the driver, and there
+pass (history_fast.py) holds a well-formed history's operations in the driver, and there
 `store_by_key` writes the rows already sorted by key, no key across two Parquet row groups. Spark
 never splits a row group between partitions, so the pass hands each key whole to one worker with
 no shuffle and no sort (and checks that it did). It takes only the shapes for which both ways
@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.json_texts import joined_array, raw_texts
 from checkers.listappend.keys import paused_gc
+from checkers.spark.json_texts import joined_array, raw_texts
 from harness.history import NEMESIS
 
 COLUMNS = ("key", "txn", "pos", "type", "start", "end", "node", "error", "f", "arg")

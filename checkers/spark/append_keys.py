@@ -2,7 +2,7 @@
 split-brain signs, for every key in parallel.
 
 Each client transaction is one row per micro-operation with its key (as JSON text): rows the
-store wrote grouped by key when it could (checkers/append_micro_ops.py), else rows Spark
+store wrote grouped by key when it could (checkers/spark/append_micro_ops.py), else rows Spark
 explodes and then partitions and sorts by key. Spark runs the per-key analyses in its Python
 workers (`mapInArrow`): checkers/listappend/keys.py (version order, ww/wr/rw edges, anomalies
 without a cycle) and checkers/listappend/split_brain.py, the same functions the in-process
@@ -27,13 +27,13 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.append_micro_ops import COLUMNS, explode
-from checkers.json_texts import joined_array
 from checkers.listappend import Edge, explained
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.graph import Edges
 from checkers.listappend.history import hashable
 from checkers.listappend.keys import Access, analyze, paused_gc
+from checkers.spark.append_micro_ops import COLUMNS, explode
+from checkers.spark.json_texts import joined_array
 from harness.errors import BadInput
 from harness.history import NEMESIS
 
@@ -75,7 +75,7 @@ class KeyPass:
 def key_pass(ops: DataFrame, by_key: DataFrame | None = None) -> KeyPass:
     """The per-key pass over the client `txn` operations of `ops`, run once per table: the
     append and split-brain checkers read the same one. `by_key`: those operations' rows as the
-    store wrote them (checkers/append_micro_ops.py), each key within one partition, when it did."""
+    store wrote them (append_micro_ops.py), each key within one partition, when it did."""
     if _last and _last[0][0] is ops and _last[0][1] is by_key:
         return _last[0][2]
     txn_ops = ops.filter((F.col("process") != NEMESIS) & (F.col("f") == "txn"))

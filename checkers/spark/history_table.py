@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checkers import history_fast
-from checkers.spark import Spark, session_of
+from checkers.operations import OP_COLUMNS, op_dict
+from checkers.spark import history_fast
+from checkers.spark.session import Spark, session_of
 from harness.errors import BadInput
 from harness.history import EVENT_TYPES, INT64, NEMESIS, has_partial_last_line
 
@@ -38,21 +39,6 @@ _EVENT_SCHEMA = (
 _RAW_VALUE = "value string"
 PARTIAL_LINE_NOTE = "the last line was cut off by a crash and was skipped"
 
-OP_COLUMNS = (
-    "process",
-    "workload",
-    "f",
-    "node",
-    "type",
-    "invoke_index",
-    "invoke_time",
-    "complete_index",
-    "complete_time",
-    "invoke_value",
-    "value",
-    "error",
-    "latency_ns",
-)
 # Small row groups: set reads are large values, and readers buffer a whole row group.
 ROW_GROUP_BYTES = 16 * 1024 * 1024
 
@@ -69,7 +55,7 @@ def store_operations(
     The table, the event count, the notes and any BadInput are those of
     `operations(load_events(spark, path))`, with client operations that name no workload tagged
     `workload` when one is given (a single-workload history written by hand need not tag its
-    events). A well-formed history is read by the driver in one pass (checkers/history_fast.py);
+    events). A well-formed history is read by the driver in one pass (history_fast.py);
     anything that pass does not vouch for (a malformed or unusual line, a broken alternation, a
     shared index) sends the history down the detailed path, which finds it and says what it is
     or, when it is only unusual, builds the table itself. Nothing is left behind when the history
@@ -327,20 +313,6 @@ def op_dicts(ops: DataFrame, indices: Iterable[int]) -> dict[int, dict[str, Any]
         return {}
     rows = ops.filter(F.col("invoke_index").isin(wanted)).select(*OP_COLUMNS).collect()
     return {row["invoke_index"]: op_dict(row.asDict()) for row in rows}
-
-
-def op_dict(row: dict[str, Any]) -> dict[str, Any]:
-    """One operation as plain data: JSON values parsed, numeric processes back to int."""
-    op = dict(row)
-    for key in ("invoke_value", "value"):
-        op[key] = None if op[key] is None else json.loads(op[key])
-    op["process"] = process_value(op["process"])
-    return op
-
-
-def process_value(process: str) -> int | str:
-    """A process as the history wrote it: the table holds text, since "nemesis" is one too."""
-    return int(process) if process.lstrip("-").isdigit() else process
 
 
 def _problem(invoke: Column, follows_invoke: Column) -> Column:

@@ -15,9 +15,16 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers import ALWAYS, CHECKERS, OWN_TABLE, STATS, WORKLOAD_CHECKERS, WORKLOAD_TABLES
-from checkers.history_table import store_operations
-from checkers.spark import Spark, session_of
+from checkers.spark.history_table import store_operations
+from checkers.spark.registry import (
+    ALWAYS,
+    CHECKERS,
+    OWN_TABLE,
+    STATS,
+    WORKLOAD_CHECKERS,
+    WORKLOAD_TABLES,
+)
+from checkers.spark.session import Spark, session_of
 from harness.errors import BadInput, InfraError
 from harness.verdict import combine, word
 

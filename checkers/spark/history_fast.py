@@ -3,7 +3,7 @@
 A history as the harness writes it is parsed in one call (msgspec, each value kept as its raw
 JSON text), paired with numpy and written with Arrow: seconds at 1M transactions, where Spark's
 JSON reader takes half a minute and leaves its JVM no faster for the checkers. It takes only what
-it can vouch for, so that the table is the one the detailed path (checkers/history_table.py)
+it can vouch for, so that the table is the one the detailed path (checkers/spark/history_table.py)
 would build: anything unusual or wrong (a malformed line, a blank one, a broken alternation, a
 shared index, a value whose text Spark would spell otherwise) returns None, and the detailed path
 then builds the table or says what is wrong.
@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from checkers.json_texts import raw_texts
+from checkers.spark.json_texts import raw_texts
 from harness.history import EVENT_TYPES, INT64, NEMESIS
 
 _NULL = msgspec.Raw(b"null")
@@ -155,7 +155,7 @@ def _pairs(c: _Columns) -> _Pairs | None:
 
 
 def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
-    """The operations table (OP_COLUMNS of checkers/history_table.py)."""
+    """The operations table (OP_COLUMNS of checkers/spark/history_table.py)."""
     at = pa.array(pairs.invoked)
     done = pa.array(pairs.completion, mask=~pairs.has_done)
     tagged = pc.coalesce(c.workload.take(at), c.workload.take(done))
