@@ -372,6 +372,8 @@ class SparkRun:
 
 def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> SparkRun:
     """`harness check` of the history through the whole pipeline, timed as a subprocess."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=keep) as tmp:
         path = Path(tmp) / "history.jsonl"
         w0 = time.perf_counter()
