@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 DEBS := debootstrap iproute2 openjdk-17-jre-headless fuse3
 BENCH_DEBS := postgresql-15
-TEST_DEBS := chromium zookeeper  # headless Chromium for tests/browser; a ZooKeeper for the Manatee sitters' tests
+TEST_DEBS := chromium zookeeper postgresql-15  # Chromium for tests/browser; ZooKeeper and Postgres for the Manatee sitters
 
 .PHONY: setup python debs test-debs image spark-archive powerfs run test lint bench clean-clusters
 

@@ -8,6 +8,8 @@ first generation) and then only set at the version it was read at.
 
 from __future__ import annotations
 
+import contextlib
+
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -19,8 +21,11 @@ ROOT = "/manatee"
 class Coordinator:
     """One peer's session with ZooKeeper."""
 
-    def __init__(self, hosts: str, cluster: str, me: str, timeout: float = 10.0) -> None:
+    def __init__(
+        self, hosts: str, cluster: str, me: str, address: str = "", timeout: float = 10.0
+    ) -> None:
         self.me = me
+        self.address = address  # where its Postgres listens (host:port), for the others
         self.base = f"{ROOT}/{cluster}"
         self.zk = KazooClient(hosts=hosts, timeout=timeout)
         self.node: str | None = None
@@ -29,7 +34,7 @@ class Coordinator:
         """Establish the session and create this peer's ephemeral node."""
         self.zk.start()
         self.zk.ensure_path(f"{self.base}/election")
-        self.node = self.zk.create(f"{self.base}/election/{self.me}-", self.me.encode(),
+        self.node = self.zk.create(f"{self.base}/election/{self.me}-", self.address.encode(),
                                    ephemeral=True, sequence=True)  # fmt: skip
 
     def present(self) -> list[str]:
@@ -37,6 +42,14 @@ class Coordinator:
         children = self.zk.get_children(f"{self.base}/election")
         ordered = sorted(children, key=lambda c: c.rsplit("-", 1)[1])
         return list(dict.fromkeys(c.rsplit("-", 1)[0] for c in ordered))
+
+    def address_of(self, peer: str) -> str | None:
+        """Where a present peer's Postgres listens, as its ephemeral node says."""
+        for child in self.zk.get_children(f"{self.base}/election"):
+            if child.rsplit("-", 1)[0] == peer:
+                with contextlib.suppress(NoNodeError):
+                    return self.zk.get(f"{self.base}/election/{child}")[0].decode()
+        return None
 
     def read(self) -> tuple[ClusterState | None, int]:
         """The cluster state and its version (None and -1 before the first generation)."""

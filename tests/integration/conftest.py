@@ -15,6 +15,7 @@ from clusters.docker_backend import DockerBackend
 from clusters.image import NODE_IMAGE, ensure_image
 from clusters.safekeeper import SafekeeperCluster
 from harness.errors import BadInput
+from tests.integration.zookeeper import zookeeper  # noqa: F401 (a fixture for the Manatee tests)
 
 
 def _new_cluster_name() -> str:

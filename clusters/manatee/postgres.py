@@ -1,0 +1,154 @@
+"""The sitter's hands on its Postgres peer: start it as primary (synchronous replication to the
+sync peer, read-only until that peer has caught up) or as a standby of an upstream, stop it, and
+tell its WAL position.
+
+A standby that must follow another upstream than the one it was built from, or a primary of an
+earlier generation that must follow the new one, is rebuilt from its new upstream with
+pg_basebackup: the seed calls that step manual ("likely require a rollback"), and this is what an
+operator's script would do. Commands run as the `postgres` user when the sitter runs as root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+BIN = Path("/usr/lib/postgresql/15/bin")
+ROLE_FILE = "manatee.role"  # beside the data directory: "primary" or "standby <upstream>"
+
+
+class Postgres:
+    def __init__(self, datadir: Path, port: int, name: str, host: str = "127.0.0.1") -> None:
+        self.datadir, self.port, self.name, self.host = datadir, port, name, host
+        self.role_file = datadir.parent / f"{datadir.name}.{ROLE_FILE}"
+
+    # what it is now
+
+    def running(self) -> bool:
+        return self._run("pg_ctl", "status", "-D", str(self.datadir), check=False).returncode == 0
+
+    def role(self) -> str:
+        """What it was last made: "primary", "standby <upstream address>", or "" (nothing)."""
+        return self.role_file.read_text().strip() if self.role_file.exists() else ""
+
+    def wal(self) -> int:
+        """Its WAL position (an integer LSN): written as primary, replayed as standby; 0 when it
+        is not running or was never made."""
+        if not self.running():
+            return 0
+        lsn = self.sql(
+            "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+            "ELSE pg_current_wal_lsn() END"
+        )
+        return lsn_int(lsn) if lsn else 0
+
+    def sql(self, query: str) -> str:
+        done = self._run("psql", "-h", self.host, "-p", str(self.port), "-U", "postgres", "-d",
+                         "postgres", "-Atc", query)  # fmt: skip
+        return done.stdout.strip()
+
+    # making it so
+
+    def make_primary(self, sync: str) -> None:
+        """Serve as primary with `sync` its synchronous standby, read-only until it caught up."""
+        if not (self.datadir / "PG_VERSION").exists():
+            self._initdb()
+        elif self.role().startswith("standby") and self.running():
+            self._run("pg_ctl", "promote", "-w", "-D", str(self.datadir))
+        self._conf(sync_names=sync, read_only=True, upstream=None)
+        self.role_file.write_text("primary\n")
+        self._start_or_reload()
+
+    def open_for_writes(self, sync: str) -> bool:
+        """Read-write once `sync` streams synchronously and has flushed all WAL written; True
+        when it is (or already was) open."""
+        row = self.sql(
+            "SELECT count(*) FROM pg_stat_replication WHERE application_name = "
+            f"'{sync}' AND sync_state = 'sync' AND flush_lsn >= pg_current_wal_lsn()"
+        )
+        if row != "1":
+            return False
+        if self.sql("SHOW default_transaction_read_only") == "on":
+            self._conf(sync_names=sync, read_only=False, upstream=None)
+            self._run("pg_ctl", "reload", "-D", str(self.datadir))
+        return True
+
+    def make_standby(self, upstream: str) -> None:
+        """Replicate from `upstream` (host:port), rebuilt from it unless already following it."""
+        wanted = f"standby {upstream}"
+        if self.role() == wanted and self.running():
+            return
+        self.stop()
+        if self.role() != wanted:
+            shutil.rmtree(self.datadir, ignore_errors=True)
+            host, port = upstream.rsplit(":", 1)
+            self._run("pg_basebackup", "-h", host, "-p", port, "-U", "postgres", "-D",
+                      str(self.datadir), "-X", "stream", "-R")  # fmt: skip
+        self._conf(sync_names="", read_only=False, upstream=upstream)
+        self.role_file.write_text(wanted + "\n")
+        self._start_or_reload()
+
+    def stop(self) -> None:
+        if self.running():
+            self._run("pg_ctl", "stop", "-m", "fast", "-w", "-D", str(self.datadir))
+
+    # helpers
+
+    def _initdb(self) -> None:
+        self.datadir.mkdir(parents=True, exist_ok=True)
+        self._own(self.datadir)
+        self._run("initdb", "-D", str(self.datadir), "-U", "postgres", "--auth=trust")
+        with (self.datadir / "pg_hba.conf").open("a") as f:
+            f.write("host replication all 0.0.0.0/0 trust\nhost all all 0.0.0.0/0 trust\n")
+
+    def _conf(self, sync_names: str, read_only: bool, upstream: str | None) -> None:
+        """The settings the role needs, in a file of their own that postgresql.conf includes."""
+        lines = [
+            f"port = {self.port}",
+            f"listen_addresses = '{self.host}'",
+            f"cluster_name = '{self.name}'",
+            "wal_level = replica",
+            "hot_standby = on",
+            f"synchronous_standby_names = '{sync_names}'",
+            f"default_transaction_read_only = {'on' if read_only else 'off'}",
+        ]
+        if upstream is not None:
+            host, port = upstream.rsplit(":", 1)
+            lines.append(f"primary_conninfo = 'host={host} port={port} user=postgres "
+                         f"application_name={self.name}'")  # fmt: skip
+        (self.datadir / "manatee.conf").write_text("\n".join(lines) + "\n")
+        main = self.datadir / "postgresql.conf"
+        if "include 'manatee.conf'" not in main.read_text():
+            with main.open("a") as f:
+                f.write("\ninclude 'manatee.conf'\n")
+        self._own(self.datadir)
+
+    def _start_or_reload(self) -> None:
+        if self.running():
+            self._run("pg_ctl", "reload", "-D", str(self.datadir))
+        else:
+            log = self.datadir.parent / f"{self.datadir.name}.log"
+            self._run("pg_ctl", "start", "-w", "-D", str(self.datadir), "-l", str(log))
+
+    def _own(self, path: Path) -> None:
+        if os.geteuid() == 0:
+            subprocess.run(["chown", "-R", "postgres:postgres", str(path)], check=True)
+            if path == self.datadir:
+                subprocess.run(["chown", "postgres:postgres", str(path.parent)], check=False)
+
+    def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        command = [str(BIN / tool), *args]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{tool} {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
+        return done
+
+
+def lsn_int(lsn: str) -> int:
+    """'0/16B3748' as the integer position it names."""
+    high, low = lsn.split("/")
+    return (int(high, 16) << 32) | int(low, 16)

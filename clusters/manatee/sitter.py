@@ -1,0 +1,129 @@
+"""The sitter: one per Postgres peer, it keeps its peer in the role seed 004 gives it.
+
+Each second: make sure this peer's ephemeral node exists (a new one after its session expired),
+read the cluster state, stop Postgres if the generation changed under it (the seed's "stop
+postgres and proceed to step 1"), decide (state.py) and act: declare by test-and-set, serve as
+primary (read-only until the sync caught up), or replicate from the upstream the state names.
+
+Where the seed is silent: as written, a primary that lost its ZooKeeper session keeps Postgres
+running; with `--stop-on-session-loss` it stops Postgres as soon as the session is gone (the
+operator's obvious fix), and starts again only through the loop above.
+
+    python3 -m clusters.manatee.sitter --zookeeper H:P[,H:P] --cluster C --name N
+        --datadir DIR --port PORT [--host ADDR] [--stop-on-session-loss]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from pathlib import Path
+
+from kazoo.client import KazooState
+
+from .coordinator import Coordinator
+from .postgres import Postgres
+from .state import ClusterState, Decision, decide
+
+log = logging.getLogger("sitter")
+PERIOD = 1.0
+
+
+class Sitter:
+    def __init__(self, coordinator: Coordinator, postgres: Postgres, stop_on_loss: bool) -> None:
+        self.zk, self.pg = coordinator, postgres
+        self.stop_on_loss = stop_on_loss
+        self.generation: int | None = None  # the generation this peer acts in
+        self.said = ""
+        self.stopped = threading.Event()
+        self.lost = threading.Event()
+
+    def run(self) -> None:
+        self.zk.zk.add_listener(self._session)
+        self.zk.join()
+        while not self.stopped.wait(PERIOD):
+            try:
+                self.step()
+            except Exception as e:  # Postgres or ZooKeeper not ready yet: try again
+                self._say(f"step failed, retrying: {e}")
+
+    def step(self) -> None:
+        if self.lost.is_set() and self.stop_on_loss and self.pg.running():
+            self._say("ZooKeeper session lost: stopping Postgres (--stop-on-session-loss)")
+            self.pg.stop()
+        if not self.zk.zk.connected:
+            return
+        if not self.zk.zk.exists(self.zk.node or "/-"):
+            self.zk.join()  # the session expired and took the ephemeral node with it
+            self.lost.clear()
+            self._say(f"joined again as {self.zk.node}")
+        state, version = self.zk.read()
+        if state is not None and self.generation not in (None, state.g):
+            self._say(f"generation {self.generation} → {state.g}: stopping Postgres")
+            self.pg.stop()
+            self.generation = None
+        decision = decide(state, self.zk.me, self.zk.present(), self.pg.wal())
+        self._act(decision, state, version)
+
+    def _act(self, d: Decision, state: ClusterState | None, version: int) -> None:
+        self._say(f"{d.kind}: {d.why}")
+        if d.kind == "declare" and d.state is not None:
+            if not self.zk.write(d.state, version):
+                self._say("another peer wrote the cluster state first")
+                return
+            self._say(f"declared generation {d.state.g}: {d.state}")
+            self.generation = d.state.g
+            self._primary(d.state)
+        elif d.kind == "primary" and state is not None:
+            if d.state is not None and self.zk.write(d.state, version):
+                self._say(f"async peers now {list(d.state.a)}")
+            self.generation = state.g
+            self._primary(state)
+        elif d.kind in ("sync", "async") and state is not None and d.upstream:
+            address = self.zk.address_of(d.upstream)
+            if address is None:
+                return
+            self.generation = state.g
+            self.pg.make_standby(address)
+
+    def _primary(self, state: ClusterState) -> None:
+        if self.pg.role() != "primary" or not self.pg.running():
+            self.pg.make_primary(state.s)
+        if self.pg.sql("SHOW default_transaction_read_only") == "on" and self.pg.open_for_writes(
+            state.s
+        ):
+            self._say(f"sync {state.s} caught up: read-write")
+
+    def _session(self, event: str) -> None:
+        if event == KazooState.LOST:
+            self.lost.set()
+
+    def _say(self, line: str) -> None:
+        if line != self.said:
+            log.info("%s", line)
+            self.said = line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--zookeeper", required=True, help="host:port[,host:port…]")
+    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--datadir", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=5432)
+    parser.add_argument("--host", default="127.0.0.1", help="where Postgres listens")
+    parser.add_argument("--session-timeout", type=float, default=10.0)
+    parser.add_argument("--stop-on-session-loss", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(format="%(asctime)s %(name)s %(message)s", level=logging.INFO)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    address = f"{args.host}:{args.port}"
+    coordinator = Coordinator(args.zookeeper, args.cluster, args.name, address,
+                              args.session_timeout)  # fmt: skip
+    postgres = Postgres(args.datadir, args.port, args.name, args.host)
+    Sitter(coordinator, postgres, args.stop_on_session_loss).run()
+
+
+if __name__ == "__main__":
+    main()
