@@ -26,6 +26,7 @@ class Coordinator:
     ) -> None:
         self.me = me
         self.address = address  # where its Postgres listens (host:port), for the others
+        self.timeout = timeout  # the session's, s
         self.base = f"{ROOT}/{cluster}"
         self.zk = KazooClient(hosts=hosts, timeout=timeout)
         self.node: str | None = None

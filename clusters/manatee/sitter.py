@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import threading
+import time
 from pathlib import Path
 
 from kazoo.client import KazooState
@@ -37,7 +38,8 @@ class Sitter:
         self.generation: int | None = None  # the generation this peer acts in
         self.said = ""
         self.stopped = threading.Event()
-        self.lost = threading.Event()
+        self.lost = threading.Event()  # ZooKeeper said the session expired
+        self.suspended: float | None = None  # since when the connection is down (monotonic)
 
     def run(self) -> None:
         self.zk.zk.add_listener(self._session)
@@ -48,8 +50,14 @@ class Sitter:
             except Exception as e:  # Postgres or ZooKeeper not ready yet: try again
                 self._say(f"step failed, retrying: {e}")
 
+    def session_gone(self) -> bool:
+        """Expired, or down for longer than the session timeout: the server has expired it by
+        then, though the client hears so only once it reconnects."""
+        down = self.suspended is not None and time.monotonic() - self.suspended >= self.zk.timeout
+        return self.lost.is_set() or down
+
     def step(self) -> None:
-        if self.lost.is_set() and self.stop_on_loss and self.pg.running():
+        if self.stop_on_loss and self.session_gone() and self.pg.running():
             self._say("ZooKeeper session lost: stopping Postgres (--stop-on-session-loss)")
             self.pg.stop()
         if not self.zk.zk.connected:
@@ -98,6 +106,10 @@ class Sitter:
     def _session(self, event: str) -> None:
         if event == KazooState.LOST:
             self.lost.set()
+        elif event == KazooState.SUSPENDED:
+            self.suspended = self.suspended or time.monotonic()
+        else:
+            self.suspended = None
 
     def _say(self, line: str) -> None:
         if line != self.said:

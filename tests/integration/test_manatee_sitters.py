@@ -5,6 +5,7 @@ its sync, and no acknowledged write is lost."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,14 +43,15 @@ class Peers:
         self.sitters: dict[str, subprocess.Popen[bytes]] = {}
         self.postgres: dict[str, Postgres] = {}
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, zookeeper: str | None = None, *options: str) -> None:
         port = free_port()
         self.postgres[name] = Postgres(self.folder / name, port, name)
         log = (self.folder / f"{name}.sitter.log").open("ab")
         self.sitters[name] = subprocess.Popen(
-            [sys.executable, "-m", "clusters.manatee.sitter", "--zookeeper", self.zookeeper,
+            [sys.executable, "-m", "clusters.manatee.sitter",
+             "--zookeeper", zookeeper or self.zookeeper,
              "--cluster", "t", "--name", name, "--datadir", str(self.folder / name),
-             "--port", str(port), "--session-timeout", str(SESSION_TIMEOUT)],
+             "--port", str(port), "--session-timeout", str(SESSION_TIMEOUT), *options],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
 
@@ -75,6 +78,56 @@ class Peers:
                          for p in sorted(self.folder.glob("*.sitter.log")))  # fmt: skip
 
 
+class Link:
+    """A TCP relay on loopback between one sitter and ZooKeeper, which the test can cut: the
+    sitter alone loses ZooKeeper while its Postgres and everything else stay connected."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.open = True
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if not self.open:
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := a.recv(65536):
+                b.sendall(data)
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        self.open = False
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+        self.sockets = []
+
+    def mend(self) -> None:
+        self.open = True
+
+    def close(self) -> None:
+        self.cut()
+        self.server.close()
+
+
 @pytest.fixture
 def peers(zookeeper: str) -> Iterator[Peers]:
     if not (BIN / "postgres").exists():
@@ -96,6 +149,18 @@ def cluster_state(zookeeper: str) -> ClusterState | None:
         if not zk.exists("/manatee/t/state"):
             return None
         return ClusterState.from_json(zk.get("/manatee/t/state")[0])
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def present(zookeeper: str) -> list[str]:
+    zk = KazooClient(hosts=zookeeper)
+    zk.start()
+    try:
+        if not zk.exists("/manatee/t/election"):
+            return []
+        return [c.rsplit("-", 1)[0] for c in zk.get_children("/manatee/t/election")]
     finally:
         zk.stop()
         zk.close()
@@ -187,3 +252,34 @@ def test_a_primary_whose_session_expires_is_replaced_and_acknowledges_nothing_af
         "SELECT pg_is_in_recovery()") == "t", peers)  # fmt: skip
     new = peers.postgres[second.p]
     assert new.sql("SELECT array_agg(v ORDER BY v) FROM acked") == "{1}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the sitters run Postgres as its user by runuser")
+def test_with_the_option_a_primary_cut_off_from_zookeeper_serves_nothing(
+    zookeeper: str, peers: Peers, request: pytest.FixtureRequest
+) -> None:
+    """--stop-on-session-loss: the primary's sitter, cut off from ZooKeeper alone, stops its
+    Postgres once the session must have expired, while its sync declares the next generation."""
+    link = Link(zookeeper)
+    request.addfinalizer(link.close)
+    peers.start("n1", link.address, "--stop-on-session-loss")
+    until("n1 joining first", lambda: present(zookeeper) == ["n1"], peers)
+    for name in ("n2", "n3"):
+        peers.start(name)
+    first = until("the first generation", lambda: cluster_state(zookeeper), peers)
+    assert first.p == "n1"
+    old = peers.postgres["n1"]
+    until("the primary opening for writes", lambda: writable(old), peers)
+
+    link.cut()
+    cut = time.monotonic()
+    until("the primary's Postgres stopping", lambda: not old.running(), peers)
+    stopped = time.monotonic() - cut
+    second = until("generation 2",
+                   lambda: (s := cluster_state(zookeeper)) and s.g == 2 and s, peers)  # fmt: skip
+    assert second.p == first.s
+    assert stopped >= SESSION_TIMEOUT - 0.5  # not before the session could have expired
+    link.mend()
+    until("the old primary following the new one", lambda: old.running() and old.sql(
+        "SELECT pg_is_in_recovery()") == "t", peers)  # fmt: skip
+    print(f"the cut-off primary stopped Postgres {stopped:.1f} s after the cut")
