@@ -17,7 +17,6 @@ from harness.history import NEMESIS
 from harness.verdict import Validity
 
 ANOMALY_CAP = 50
-TYPES = ("negative-value", "nil-balance", "unexpected-key", "wrong-total")
 
 
 def check(ops: Iterable[Op], accounts: list[int], total: int) -> dict[str, Any]:

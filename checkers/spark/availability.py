@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.availability import NS_PER_S, WRITE_FS, FinalReads, Window, analyse
-from checkers.spark.split_brain import nemesis_ops
+from checkers.spark.history_table import nemesis_ops
 from checkers.stats import fault_windows
 from harness.history import FINAL_READS_PROCESS, NEMESIS
 

@@ -306,6 +306,12 @@ def _write(ops: DataFrame, table: Path) -> None:
     ).parquet(str(table))
 
 
+def nemesis_ops(ops: DataFrame) -> list[dict[str, Any]]:
+    """The nemesis's operations, as plain operations (two per fault: few)."""
+    rows = ops.filter(F.col("process") == NEMESIS).select(*OP_COLUMNS).toArrow().to_pylist()
+    return [op_dict(row) for row in rows]
+
+
 def op_dicts(ops: DataFrame, indices: Iterable[int]) -> dict[int, dict[str, Any]]:
     """The operations with these invoke indices as dicts, values parsed: for anomaly reports."""
     wanted = sorted(set(indices))

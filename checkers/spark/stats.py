@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers import stats
-from checkers.spark.split_brain import nemesis_ops
+from checkers.spark.history_table import nemesis_ops
 from harness.history import NEMESIS
 
 

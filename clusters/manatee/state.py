@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 
@@ -51,7 +51,6 @@ class Decision:
     why: str
     state: ClusterState | None = None
     upstream: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def decide(state: ClusterState | None, me: str, present: Sequence[str], wal: int) -> Decision:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.operations import end_of, faults, read_history
-from checkers.spark.split_brain import nemesis_ops
+from checkers.spark.history_table import nemesis_ops
 from checkers.stats import fault_windows
 
 
