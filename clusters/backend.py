@@ -11,6 +11,10 @@ import tarfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the image module opens the engine's library: only the type is needed here
+    from clusters.image import ImageSpec
 
 
 @dataclass(frozen=True)
@@ -106,8 +110,13 @@ class Backend(ABC):
     power = False  # whether `up` does (the runner asks for it when a run may lose power)
 
     @abstractmethod
-    def up(self, cluster: str, count: int, ports: list[int]) -> list[Node]:
-        """Create nodes n1…n`count` of `cluster` on their own network, exposing `ports`."""
+    def up(
+        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None = None
+    ) -> list[Node]:
+        """Create nodes n1…n`count` of `cluster` on their own network, exposing `ports`.
+
+        `image` names the software the nodes need when a kind needs more than the node image
+        (the backend's own image otherwise): built on first use where the backend builds."""
 
     @abstractmethod
     def nodes(self, cluster: str) -> list[Node]:

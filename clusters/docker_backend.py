@@ -154,11 +154,13 @@ class DockerBackend(Backend):
         self._console = console
         self.power = power
 
-    def image(self) -> str:
-        """The node image's tag, built first if it is missing (a minute or two, once)."""
-        return ensure_image(self._spec, self._console, client=self.client)
+    def image(self, spec: ImageSpec | None = None) -> str:
+        """The node image's tag (or `spec`'s), built first if it is missing (minutes, once)."""
+        return ensure_image(spec or self._spec, self._console, client=self.client)
 
-    def up(self, cluster: str, count: int, ports: list[int]) -> list[Node]:
+    def up(
+        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None = None
+    ) -> list[Node]:
         if not _CLUSTER_NAME.fullmatch(cluster):
             raise BadInput(f"cluster name {cluster!r} must be letters, digits, '_', '.', '-'")
         if count < 1:
@@ -167,7 +169,7 @@ class DockerBackend(Backend):
             raise BadInput(f"not TCP ports: {bad}")
         if self.nodes(cluster) or self._networks(cluster):
             raise InfraError(f"cluster {cluster} is already up: take it down first")
-        image = self.image()
+        tag = self.image(image)
         network_name = f"harness-{cluster}"
         made: list[Container] = []
         network = None
@@ -197,7 +199,7 @@ class DockerBackend(Backend):
                         else {"labels": {CLUSTER_LABEL: cluster, NODE_LABEL: node}}
                     )
                     container = self.client.containers.create(
-                        image,
+                        tag,
                         name=f"harness-{cluster}-{node}",
                         hostname=node,
                         cap_add=["NET_ADMIN", "NET_RAW"],

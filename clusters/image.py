@@ -91,6 +91,21 @@ NODE_IMAGE = ImageSpec(
     context=Path(__file__).parent / "images" / "node",
 )
 
+# The manatee cluster kind's nodes: Postgres peers with their sitters (python3-kazoo) and
+# ZooKeeper servers (Debian's libzookeeper-java on a headless JRE; the `zookeeper` package
+# itself would pull a desktop JRE). An image of its own, built on the kind's first use, so the
+# other kinds' image stays as small and as quick to make.
+MANATEE_IMAGE = ImageSpec(
+    name="harness-manatee",
+    packages=(
+        *(p for p in NODE_IMAGE.packages if p != "tarantool"),
+        "python3-kazoo",
+        "libzookeeper-java",
+        "openjdk-17-jre-headless",
+    ),
+    context=NODE_IMAGE.context,
+)
+
 
 def engine_client(base_url: str | None = None) -> docker.DockerClient:
     """A client for the engine that answers, or BadInput saying how to get one.

@@ -65,6 +65,32 @@ class Endpoint:
         return f"postgresql://{self.user}@{hosts}/{self.dbname}{query}"
 
 
+def failover_endpoint(
+    nodes: list[Node],
+    port: int,
+    dbname: str,
+    user: str,
+    *,
+    two_phase: bool = False,
+    protocol: str = "postgres",
+) -> Endpoint:
+    """One endpoint listing `nodes`, for a cluster that fails over: a client keeps to the one
+    that takes writes (`target_session_attrs=read-write`), as an application would, and each
+    operation records the node behind the host it went to."""
+    addresses = [(n.name, *n.endpoint(port)) for n in nodes]
+    return Endpoint(
+        ",".join(name for name, _, _ in addresses),
+        ",".join(host for _, host, _ in addresses),
+        ",".join(str(p) for _, _, p in addresses),
+        dbname,
+        user,
+        "read-write",
+        tuple((f"{host}:{p}", name) for name, host, p in addresses),
+        two_phase,
+        protocol,
+    )
+
+
 SYNCHRO_TIMEOUT = 2.0  # confirm-rollback: seconds a transaction waits for the quorum
 SYNCHRO_TIMEOUT_OPTION = KindOption(
     "synchro_timeout",
@@ -94,6 +120,9 @@ class ClusterKind(ABC):
     # COMMIT returned sees it (one Postgres, or a failover cluster that keeps one primary): its
     # append histories are then held to the real-time variant of what the isolation promises.
     realtime_order: bool = False
+    # Whether some of its nodes serve a coordination service (ZooKeeper) rather than clients:
+    # the faults aimed at that service (`--nemesis partition-zookeeper`, …) need them.
+    coordinated: ClassVar[bool] = False
 
     def __init__(self, backend: Backend, cluster: str, options: dict[str, Any]) -> None:
         self.backend = backend
@@ -133,6 +162,10 @@ class ClusterKind(ABC):
     @abstractmethod
     def leader(self) -> str | None:
         """The node that currently leads (takes writes), if the kind can tell."""
+
+    def coordinators(self) -> list[str]:
+        """The nodes that serve the coordination service (none unless `coordinated`)."""
+        return []
 
     @abstractmethod
     def status(self) -> dict[str, Any]:

@@ -296,11 +296,14 @@ class LocalBackend(Backend):
         self._spec = image_spec
         self._console = console
 
-    def rootfs(self) -> Path:
-        """The base root filesystem of the nodes, made first if it is missing (a minute, once)."""
-        return ensure_rootfs(self._spec, self._console)
+    def rootfs(self, spec: ImageSpec | None = None) -> Path:
+        """The base root filesystem of the nodes (or of `spec`'s), made first if it is missing
+        (a minute or more, once)."""
+        return ensure_rootfs(spec or self._spec, self._console)
 
-    def up(self, cluster: str, count: int, ports: list[int]) -> list[Node]:
+    def up(
+        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None = None
+    ) -> list[Node]:
         """Every port of a node is reachable at its address, so `ports` is only checked."""
         if not _CLUSTER_NAME.fullmatch(cluster):
             raise BadInput(f"cluster name {cluster!r} must be letters, digits, '_', '.', '-'")
@@ -308,7 +311,7 @@ class LocalBackend(Backend):
             raise BadInput(f"a local cluster has 1 to 253 nodes, not {count}")
         if bad := [p for p in ports if not 0 < p < 65536]:
             raise BadInput(f"not TCP ports: {bad}")
-        rootfs = self.rootfs()
+        rootfs = self.rootfs(image)
         with _locked(RUN_DIR / ".lock"):
             if cluster in self.clusters():
                 raise InfraError(f"cluster {cluster} is already up: take it down first")

@@ -26,6 +26,7 @@ from clusters.kind import (
     Endpoint,
     KindOption,
     ensure_clock_file,
+    failover_endpoint,
     synchro_timeout,
     wait_until,
 )
@@ -225,17 +226,13 @@ class SafekeeperCluster(ClusterKind):
     def endpoints(self) -> list[Endpoint]:
         """Every client lists all computes and keeps to the one that accepts writes, as an
         application would; each operation records the compute that served it."""
-        addresses = [(n.name, *n.endpoint(pg.PORT)) for n in self.computes()]
         return [
-            Endpoint(
-                ",".join(name for name, _, _ in addresses),
-                ",".join(host for _, host, _ in addresses),
-                ",".join(str(port) for _, _, port in addresses),
+            failover_endpoint(
+                self.computes(),
+                pg.PORT,
                 pg.DBNAME,
                 pg.USER,
-                "read-write",
-                tuple((f"{host}:{port}", name) for name, host, port in addresses),
-                self.mode == "confirm-rollback",
+                two_phase=self.mode == "confirm-rollback",
             )
         ]
 

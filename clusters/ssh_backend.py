@@ -31,12 +31,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import paramiko
 
 from clusters.backend import Backend, ExecResult, Node, NodeCommandError, shell_quote
 from harness.errors import BadInput, InfraError
+
+if TYPE_CHECKING:
+    from clusters.image import ImageSpec
 
 HARNESS_DIR = "/var/lib/harness"
 LOG_DIR = "/var/log/harness"
@@ -435,7 +438,11 @@ class SshBackend(Backend):
         for conn in self._conns:
             conn.close()
 
-    def up(self, cluster: str, count: int, ports: list[int]) -> list[Node]:
+    def up(
+        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None = None
+    ) -> list[Node]:
+        """The hosts are what they are: `image` is not built here, and its packages must be
+        installed on them beforehand (README.md says which, per cluster kind)."""
         if not _CLUSTER_NAME.fullmatch(cluster):
             raise BadInput(f"cluster name {cluster!r} must be letters, digits, '_', '.', '-'")
         if count < 1:

@@ -27,6 +27,7 @@ from clusters.kind import (
     Endpoint,
     KindOption,
     ensure_clock_file,
+    failover_endpoint,
     synchro_timeout,
     under_faketime,
     wait_until,
@@ -135,20 +136,8 @@ class TarantoolCluster(ClusterKind):
 
     def endpoints(self) -> list[Endpoint]:
         """One endpoint listing every node: a client keeps to the one that takes writes."""
-        addresses = [(n.name, *n.endpoint(PORT)) for n in self.nodes]
-        return [
-            Endpoint(
-                ",".join(name for name, _, _ in addresses),
-                ",".join(host for _, host, _ in addresses),
-                ",".join(str(port) for _, _, port in addresses),
-                "",
-                "guest",
-                "read-write",
-                tuple((f"{host}:{port}", name) for name, host, port in addresses),
-                True,
-                protocol="tarantool",
-            )
-        ]
+        return [failover_endpoint(self.nodes, PORT, "", "guest", two_phase=True,
+                                  protocol="tarantool")]  # fmt: skip
 
     def processes(self) -> dict[str, str]:
         # Tarantool rewrites its command line to "tarantool <script> <status>"
