@@ -10,7 +10,8 @@ running; with `--stop-on-session-loss` it stops Postgres as soon as the session 
 operator's obvious fix), and starts again only through the loop above.
 
     python3 -m clusters.manatee.sitter --zookeeper H:P[,H:P] --cluster C --name N
-        --datadir DIR --port PORT [--host ADDR] [--stop-on-session-loss]
+        --datadir DIR --port PORT [--listen ADDR] [--advertise HOST:PORT] [--pg-env K=V …]
+        [--session-timeout S] [--stop-on-session-loss]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .state import ClusterState, Decision, decide
 
 log = logging.getLogger("sitter")
 PERIOD = 1.0
+REBUILD_AFTER = 15.0  # seconds a standby may go without streaming before it is rebuilt
 
 
 class Sitter:
@@ -40,6 +42,8 @@ class Sitter:
         self.stopped = threading.Event()
         self.lost = threading.Event()  # ZooKeeper said the session expired
         self.suspended: float | None = None  # since when the connection is down (monotonic)
+        self.stalled_since: float | None = None  # since when this standby has not streamed
+        self.following: str | None = None  # the upstream it last replicated from
 
     def run(self) -> None:
         self.zk.zk.add_listener(self._session)
@@ -71,6 +75,12 @@ class Sitter:
             self._say(f"generation {self.generation} → {state.g}: stopping Postgres")
             self.pg.stop()
             self.generation = None
+        elif (state is not None and self.generation is None and state.p != self.zk.me
+              and self.pg.role().startswith("primary") and self.pg.running()):  # fmt: skip
+            # a sitter (re)started beside a Postgres it had made primary in a generation gone
+            self._say(f"Postgres runs as a primary but generation {state.g}'s is {state.p}: "
+                      "stopping it")  # fmt: skip
+            self.pg.stop()
         decision = decide(state, self.zk.me, self.zk.present(), self.pg.wal())
         self._act(decision, state, version)
 
@@ -93,10 +103,23 @@ class Sitter:
             if address is None:
                 return
             self.generation = state.g
-            self.pg.make_standby(address)
+            if address != self.following:  # the clock starts again with each upstream
+                self.following, self.stalled_since = address, None
+            stalled = self.stalled_since is not None and (
+                time.monotonic() - self.stalled_since > REBUILD_AFTER
+            )
+            if stalled:
+                self._say(f"not streaming from {address} for {REBUILD_AFTER:g} s: rebuilding")
+                self.stalled_since = None
+            self.pg.make_standby(address, rebuild=stalled)
+            if self.pg.streaming():
+                self.stalled_since = None
+            elif self.stalled_since is None:
+                self.stalled_since = time.monotonic()
 
     def _primary(self, state: ClusterState) -> None:
-        if self.pg.role() != "primary" or not self.pg.running():
+        self.following = None
+        if self.pg.role() != f"primary {state.s}" or not self.pg.running():
             self.pg.make_primary(state.s)
         if self.pg.sql("SHOW default_transaction_read_only") == "on" and self.pg.open_for_writes(
             state.s
@@ -124,16 +147,24 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--datadir", type=Path, required=True)
     parser.add_argument("--port", type=int, default=5432)
-    parser.add_argument("--host", default="127.0.0.1", help="where Postgres listens")
+    parser.add_argument("--listen", default="127.0.0.1", help="Postgres's listen_addresses")
+    parser.add_argument(
+        "--advertise", help="where the other peers reach this Postgres (default LISTEN:PORT)"
+    )
+    parser.add_argument(
+        "--pg-env", action="append", default=[], metavar="K=V",
+        help="set in Postgres's environment (repeatable): libfaketime's variables, say",
+    )  # fmt: skip
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--stop-on-session-loss", action="store_true")
     args = parser.parse_args()
     logging.basicConfig(format="%(asctime)s %(name)s %(message)s", level=logging.INFO)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
-    address = f"{args.host}:{args.port}"
+    address = args.advertise or f"{args.listen}:{args.port}"
     coordinator = Coordinator(args.zookeeper, args.cluster, args.name, address,
                               args.session_timeout)  # fmt: skip
-    postgres = Postgres(args.datadir, args.port, args.name, args.host)
+    env = dict(item.split("=", 1) for item in args.pg_env)
+    postgres = Postgres(args.datadir, args.port, args.name, args.listen, env)
     Sitter(coordinator, postgres, args.stop_on_session_loss).run()
 
 

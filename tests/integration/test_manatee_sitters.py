@@ -255,14 +255,17 @@ def test_a_primary_whose_session_expires_is_replaced_and_acknowledges_nothing_af
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the sitters run Postgres as its user by runuser")
-def test_with_the_option_a_primary_cut_off_from_zookeeper_serves_nothing(
-    zookeeper: str, peers: Peers, request: pytest.FixtureRequest
+@pytest.mark.parametrize("option", [False, True], ids=["as-written", "stop-on-session-loss"])
+def test_a_primary_cut_off_from_zookeeper_alone_is_replaced(
+    zookeeper: str, peers: Peers, request: pytest.FixtureRequest, option: bool
 ) -> None:
-    """--stop-on-session-loss: the primary's sitter, cut off from ZooKeeper alone, stops its
-    Postgres once the session must have expired, while its sync declares the next generation."""
+    """The primary's sitter alone loses ZooKeeper (its link cut; Postgres and the peers still
+    connected): the sync declares the next generation. As written, the old Postgres keeps
+    running and still answers reads, but acknowledges no write (its sync moved on); with
+    --stop-on-session-loss it stops once the session must have expired."""
     link = Link(zookeeper)
     request.addfinalizer(link.close)
-    peers.start("n1", link.address, "--stop-on-session-loss")
+    peers.start("n1", link.address, *(["--stop-on-session-loss"] if option else []))
     until("n1 joining first", lambda: present(zookeeper) == ["n1"], peers)
     for name in ("n2", "n3"):
         peers.start(name)
@@ -270,16 +273,27 @@ def test_with_the_option_a_primary_cut_off_from_zookeeper_serves_nothing(
     assert first.p == "n1"
     old = peers.postgres["n1"]
     until("the primary opening for writes", lambda: writable(old), peers)
+    old.sql("CREATE TABLE acked (v int); INSERT INTO acked VALUES (1)")
 
     link.cut()
     cut = time.monotonic()
-    until("the primary's Postgres stopping", lambda: not old.running(), peers)
-    stopped = time.monotonic() - cut
     second = until("generation 2",
                    lambda: (s := cluster_state(zookeeper)) and s.g == 2 and s, peers)  # fmt: skip
     assert second.p == first.s
-    assert stopped >= SESSION_TIMEOUT - 0.5  # not before the session could have expired
+    if option:
+        until("the primary's Postgres stopping", lambda: not old.running(), peers)
+        stopped = time.monotonic() - cut
+        assert stopped >= SESSION_TIMEOUT - 0.5  # not before the session could have expired
+        print(f"the cut-off primary stopped Postgres {stopped:.1f} s after the cut")
+    else:
+        assert old.running() and old.sql("SELECT count(*) FROM acked") == "1"  # still serves
+        insert = [str(BIN / "psql"), "-h", old.host, "-p", str(old.port), "-U", "postgres",
+                  "-d", "postgres", "-c", "INSERT INTO acked VALUES (2)"]  # fmt: skip
+        with pytest.raises(subprocess.TimeoutExpired):  # waits for a sync that moved on
+            subprocess.run(insert, capture_output=True, timeout=5)
+        assert old.running()  # as written: nothing stops it while the link is cut
     link.mend()
     until("the old primary following the new one", lambda: old.running() and old.sql(
         "SELECT pg_is_in_recovery()") == "t", peers)  # fmt: skip
-    print(f"the cut-off primary stopped Postgres {stopped:.1f} s after the cut")
+    new = peers.postgres[second.p]
+    assert new.sql("SELECT array_agg(v ORDER BY v) FROM acked") == "{1}"
