@@ -7,8 +7,10 @@ Packages (`--nemesis a,b,…`): `none`; `partition` (a random shape each time) a
 shape, `partition-majority`, `partition-ring` (majorities ring), `partition-primary`,
 `partition-one`, `partition-halves`, `partition-bridge`; `kill`, `pause`, `clock`, `packet` on
 random targets (one, minority, majority, all or primaries), `kill-primary`, `pause-primary`; and
-`all`, every fault kind the cluster's node count allows. See `nemesis.schedule` for the schedule
-and the history events.
+`all`, every fault kind the cluster's node count allows. On a kind with a coordination service
+(ZooKeeper, for `manatee`): `partition-zookeeper` (the primary cut off from the coordinators
+only: its session expires while clients still reach it), `kill-zookeeper` and `pause-zookeeper`
+(every coordinator at once). See `nemesis.schedule` for the schedule and the history events.
 """
 
 from __future__ import annotations
@@ -27,12 +29,12 @@ from nemesis.fault import Fault, on_nodes
 from nemesis.grudges import MIN_NODES_PRIMARIES, SHAPES
 from nemesis.kill import Kill
 from nemesis.packet import Packet
-from nemesis.partition import Partition
+from nemesis.partition import PRIMARY_COORDINATORS, Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.processes import continue_stopped
 from nemesis.schedule import Package, ScheduledNemesis
-from nemesis.targets import TARGETS
+from nemesis.targets import COORDINATORS, TARGETS
 
 Make = Callable[[list[str], random.Random], Fault]
 
@@ -68,20 +70,31 @@ PACKAGES: dict[str, Package] = {
         Package("clock", 1, _targeted(Clock)),
         Package("packet", 1, _targeted(Packet)),
         Package("power", 1, _targeted(Power)),
+        Package("partition-zookeeper", 2, _partition(PRIMARY_COORDINATORS), True),
+        Package("kill-zookeeper", 1, _targeted(Kill, COORDINATORS), True),
+        Package("pause-zookeeper", 1, _targeted(Pause, COORDINATORS), True),
     )
 }
+ON_COORDINATORS = tuple(name for name, p in PACKAGES.items() if p.on_coordinators)
 NONE = "none"
 ALL = "all"
 EVERY_KIND = ("partition", "kill", "pause", "clock", "packet", "power")  # what `all` means
 POWER = "power"  # needs the backend's power layer under the nodes' state
 
 
-def validate(names: list[str], node_count: int, cluster: str = "") -> None:
+def validate(
+    names: list[str], node_count: int, cluster: str = "", coordinated: bool = False
+) -> None:
     """Reject unknown packages, and faults the cluster cannot have, before anything starts."""
     known = [NONE, ALL, *PACKAGES]
     for name in names:
         if name not in known:
             raise BadInput(f"unknown nemesis {name!r}: choose from {', '.join(known)}")
+        if name in ON_COORDINATORS and not coordinated:
+            raise BadInput(
+                f"{name} needs a cluster with a coordination service (--cluster manatee); "
+                f"the {cluster or 'chosen'} cluster has none"
+            )
     for name in names:
         least = PACKAGES[name].min_nodes if name in PACKAGES else 1
         if node_count < least:
@@ -95,9 +108,12 @@ def needs_power(names: list[str]) -> bool:
     return POWER in names or ALL in names
 
 
-def packages(names: list[str], node_count: int, power: bool = True) -> list[Package]:
+def packages(
+    names: list[str], node_count: int, power: bool = True, coordinated: bool = False
+) -> list[Package]:
     """The packages the names stand for, each once: `none` stands for none, `all` for every
-    fault kind possible on this many nodes (power only where the backend offers it)."""
+    fault kind possible on this many nodes (power only where the backend offers it, and the
+    coordination service's faults where the kind has one)."""
     chosen: list[str] = []
     for name in names:
         if name == ALL:
@@ -106,6 +122,7 @@ def packages(names: list[str], node_count: int, power: bool = True) -> list[Pack
                 for k in EVERY_KIND
                 if PACKAGES[k].min_nodes <= node_count and (power or k != POWER)
             ]
+            chosen += list(ON_COORDINATORS) if coordinated else []
         elif name != NONE:
             chosen.append(name)
     return [PACKAGES[name] for name in dict.fromkeys(chosen)]
@@ -115,8 +132,9 @@ def build(
     names: list[str], cluster: ClusterKind, history: HistoryWriter, seed: int, interval: float
 ) -> Nemesis:
     """One nemesis that runs the named packages' faults on a shared schedule."""
-    validate(names, cluster.node_count(), cluster.name)
-    chosen = packages(names, cluster.node_count(), getattr(cluster.backend, "power", False))
+    validate(names, cluster.node_count(), cluster.name, cluster.coordinated)
+    power = getattr(cluster.backend, "power", False)
+    chosen = packages(names, cluster.node_count(), power, cluster.coordinated)
     if not chosen:
         return NoNemesis(cluster, history, seed, interval)
     return ScheduledNemesis(cluster, history, seed, interval, chosen)

@@ -82,7 +82,7 @@ class Clock(Fault):
         return plan
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
-        names = targets.resolve(cluster, self.planned)
+        names = targets.resolve(cluster, self.target, self.planned)
         self.touched = names
 
         def skew(node: Node) -> None:

@@ -81,6 +81,19 @@ def primaries(nodes: list[str], leader: str | None) -> Grudge:
     return isolate(nodes, [leader]) if leader else from_components(nodes, [])
 
 
+def cut_off(nodes: list[str], node: str | None, others: list[str]) -> Grudge:
+    """`node` and `others` cannot hear each other; every other pair hears as before (a peer cut
+    off from its coordination service only); no grudge when `node` is unknown."""
+    grudge = {n: frozenset[str]() for n in nodes}
+    if node is None:
+        return grudge
+    away = frozenset(others) - {node}
+    grudge[node] = away
+    for other in away:
+        grudge[other] = frozenset({node})
+    return grudge
+
+
 # Shapes that need only nodes and randomness, with the fewest nodes each is a partition on.
 SHAPES: dict[str, tuple[Callable[[list[str], random.Random], Grudge], int]] = {
     "one": (one, 2),

@@ -20,7 +20,7 @@ class Kill(ProcessFault):
         self.killed: dict[str, list[str]] = {}  # node → names of the processes to restart
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
-        names = targets.resolve(cluster, self.planned)
+        names = targets.resolve(cluster, self.target, self.planned)
         patterns = cluster.processes()
 
         def kill(node: Node) -> dict[str, list[int]]:

@@ -77,7 +77,7 @@ class Packet(Fault):
         }
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
-        names = targets.resolve(cluster, self.planned)
+        names = targets.resolve(cluster, self.target, self.planned)
         self.touched = names
         done = on_nodes(by_name(cluster, names), lambda node: apply(node, self.behaviors))
         return self.plan() | {"targets": names, "mechanism": done}

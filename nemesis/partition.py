@@ -18,6 +18,8 @@ from nemesis.fault import Fault, on_nodes
 from nemesis.grudges import Grudge
 
 CHAIN = "HARNESS-PARTITION"
+PRIMARY_COORDINATORS = "primary-coordinators"
+LATE_SHAPES = ("primaries", PRIMARY_COORDINATORS)  # grudges drawn when the fault starts
 HOOKS = ["INPUT", "OUTPUT"]
 
 
@@ -25,13 +27,14 @@ class Partition(Fault):
     name = "partition"
 
     def __init__(self, shape: str, grudge: Grudge | None) -> None:
-        """`grudge` None means `primaries`: the leader is isolated, whoever leads at the start."""
+        """`grudge` None means a shape known only at the start: `primaries` (the leader
+        isolated) or `primary-coordinators` (the leader cut off from the coordinators only)."""
         self.shape = shape
         self.grudge = grudge
 
     @classmethod
     def planned(cls, shape: str, nodes: list[str], rng: random.Random) -> Partition:
-        if shape == "primaries":
+        if shape in LATE_SHAPES:
             return cls(shape, None)
         make, _ = grudges.SHAPES[shape]
         return cls(shape, make(nodes, rng))
@@ -43,8 +46,11 @@ class Partition(Fault):
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         nodes = cluster.nodes
         grudge = self.grudge
-        if grudge is None:
-            grudge = grudges.primaries([n.name for n in nodes], cluster.leader())
+        names = [n.name for n in nodes]
+        if grudge is None and self.shape == PRIMARY_COORDINATORS:
+            grudge = grudges.cut_off(names, cluster.leader(), cluster.coordinators())
+        elif grudge is None:
+            grudge = grudges.primaries(names, cluster.leader())
         on_nodes(nodes, lambda node: apply(node, grudge))
         return self.plan() | {"grudge": grudges.as_json(grudge), "mechanism": "iptables"}
 

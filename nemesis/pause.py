@@ -20,7 +20,7 @@ class Pause(ProcessFault):
         self.paused: dict[str, list[int]] = {}  # node → pids stopped
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
-        names = targets.resolve(cluster, self.planned)
+        names = targets.resolve(cluster, self.target, self.planned)
         patterns = cluster.processes()
 
         def pause(node: Node) -> dict[str, list[int]]:

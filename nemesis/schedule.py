@@ -49,6 +49,7 @@ class Package:
     name: str
     min_nodes: int
     make: Callable[[list[str], random.Random], Fault]
+    on_coordinators: bool = False  # aimed at a coordination service: only kinds that have one
 
 
 @dataclass(frozen=True)

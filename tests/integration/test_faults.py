@@ -37,7 +37,7 @@ from nemesis.clock import Clock
 from nemesis.grudges import Grudge
 from nemesis.kill import Kill
 from nemesis.packet import Packet
-from nemesis.partition import Partition
+from nemesis.partition import PRIMARY_COORDINATORS, Partition
 from nemesis.pause import Pause
 from nemesis.processes import process_table, send, tree
 
@@ -313,6 +313,24 @@ def test_every_shape_cuts_exactly_its_grudge(
     if shape == "primaries":
         assert grudge["n3"] == {"n1", "n2", "n4", "n5"}
     assert reachable(nodes) == expected(grudge)
+    fault.stop(plain)
+    assert all(reachable(nodes).values())
+
+
+def test_the_primary_cut_off_from_the_coordinators_only_still_reaches_its_peers(
+    plain: PlainCluster, nodes: list[Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """partition-zookeeper's shape: the leader loses the coordination service's nodes and no
+    other; everyone else hears everyone."""
+    plain.leader_name = "n2"
+    monkeypatch.setattr(plain, "coordinators", lambda: ["n4", "n5"])
+    fault = Partition.planned(PRIMARY_COORDINATORS, [n.name for n in nodes], random.Random(0))
+    value = fault.start(plain)
+    seen = reachable(nodes)
+    assert [pair for pair, ok in seen.items() if not ok] == [
+        ("n2", "n4"), ("n2", "n5"), ("n4", "n2"), ("n5", "n2"),
+    ]  # fmt: skip
+    assert value["shape"] == PRIMARY_COORDINATORS
     fault.stop(plain)
     assert all(reachable(nodes).values())
 

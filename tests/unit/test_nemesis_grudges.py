@@ -142,3 +142,17 @@ def test_targets_are_in_node_order_and_fixed_by_the_seed() -> None:
     assert {tuple(targets.pick("one", nodes, random.Random(s)) or []) for s in range(30)} != {
         ("n1",)
     }
+
+
+def test_cut_off_parts_one_node_from_the_others_named_and_no_one_else() -> None:
+    nodes = names(6)
+    grudge = grudges.cut_off(nodes, "n1", ["n4", "n5", "n6"])
+    assert grudge["n1"] == {"n4", "n5", "n6"}
+    assert all(grudge[z] == {"n1"} for z in ("n4", "n5", "n6"))
+    assert grudge["n2"] == grudge["n3"] == frozenset()  # n1 still hears its peers
+    assert partition.rules("n2", grudge) == []
+    assert not any(grudges.cut_off(nodes, None, ["n4"]).values())
+
+
+def test_coordinators_are_resolved_late_like_primaries() -> None:
+    assert targets.pick("coordinators", names(6), random.Random(0)) is None

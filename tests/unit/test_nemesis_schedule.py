@@ -149,6 +149,16 @@ def test_all_means_every_fault_kind_the_node_count_and_backend_allow() -> None:
     assert not nemesis.needs_power(["kill", "partition"])
 
 
+def test_faults_on_zookeeper_need_a_kind_that_has_it() -> None:
+    for name in ("partition-zookeeper", "kill-zookeeper", "pause-zookeeper"):
+        with pytest.raises(BadInput, match=f"{name} needs a cluster with a coordination service"):
+            nemesis.validate([name], 5, "safekeeper")
+        nemesis.validate([name], 6, "manatee", coordinated=True)
+    plain = [p.name for p in nemesis.packages(["all"], 6, power=False)]
+    coordinated = [p.name for p in nemesis.packages(["all"], 6, False, coordinated=True)]
+    assert coordinated == [*plain, "partition-zookeeper", "kill-zookeeper", "pause-zookeeper"]
+
+
 def test_build_gives_no_nemesis_for_none_and_a_schedule_otherwise(tmp_path: Path) -> None:
     with HistoryWriter(tmp_path / "h.jsonl") as history:
         assert isinstance(nemesis.build(["none"], FakeCluster(1), history, 0, 1.0), NoNemesis)
