@@ -8,13 +8,14 @@ from typing import Any
 
 from clusters.backend import Backend
 from clusters.kind import ClusterKind, KindOption
+from clusters.manatee_cluster import ManateeCluster
 from clusters.safekeeper import SafekeeperCluster
 from clusters.single import SingleCluster
 from clusters.tarantool_qsync import TarantoolCluster
 from harness.errors import BadInput
 
 CLUSTER_KINDS: dict[str, type[ClusterKind]] = {
-    k.name: k for k in (SingleCluster, SafekeeperCluster, TarantoolCluster)
+    k.name: k for k in (SingleCluster, SafekeeperCluster, TarantoolCluster, ManateeCluster)
 }
 
 

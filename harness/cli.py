@@ -133,8 +133,9 @@ def cli() -> None:
     default="safekeeper",
     show_default=True,
     help="Cluster kind to deploy: safekeeper (Postgres, proxy, safekeepers), single (one "
-    "Postgres) or tarantool (Tarantool 2.6's synchronous replication, checked in the "
-    "confirm-rollback mode).",
+    "Postgres), tarantool (Tarantool 2.6's synchronous replication, checked in the "
+    "confirm-rollback mode) or manatee (seed 004: Postgres peers whose roles come from "
+    "ZooKeeper; its nodes' image is built on first use).",
 )
 @kind_options
 @backend_options
@@ -463,7 +464,10 @@ def cluster_status(kind: str, name: str, as_json: bool, **opts: Any) -> None:
     if as_json:
         click.echo(json.dumps(status, indent=2, default=str))
         return
-    table = Table(title=f"{name} ({status['kind']}), leader: {status.get('leader')}")
+    title = f"{name} ({status['kind']}), leader: {status.get('leader')}"
+    if status.get("generation") is not None:  # a kind whose roles come in generations
+        title += f", generation {status['generation']}"
+    table = Table(title=title)
     keys = list(dict.fromkeys(k for n in status["nodes"].values() for k in n))
     table.add_column("node")
     for k in keys:

@@ -83,7 +83,10 @@ class Runner:
         self.options = WorkloadOptions(isolation=cfg.isolation, model=model)
         self.workloads = build_workloads(cfg.workloads, self.options)
         nemesis.validate(
-            cfg.nemesis, self.kind_class.nodes_needed(cfg.cluster_options), cfg.cluster
+            cfg.nemesis,
+            self.kind_class.nodes_needed(cfg.cluster_options),
+            cfg.cluster,
+            self.kind_class.coordinated,
         )
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
         if nemesis.needs_power(cfg.nemesis):
