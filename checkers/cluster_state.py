@@ -15,6 +15,11 @@ promises, as Jepsen reads a database's own records:
   of the safekeepers' flush positions reached (one that did not answer counts as holding
   everything; a poll's answers are not one instant, so a commit is held to later flushes).
 
+- `deposed-primary-acknowledged` (Manatee, seed 004, whose peers say in which generation they
+  were made primary): a write was acknowledged through a peer as primary of one generation
+  though it began after a write of a later generation had been acknowledged through another:
+  two peers acknowledged writes of different generations, one after its generation ended.
+
 Also who led when, for the report's leader lane: `leaders`, the stretches of the run with the
 same nodes leading (a compute that serves, or a node that takes writes, as Tarantool's), each
 with its term where the kind has one (an empty stretch had none), and the takeovers: each time
@@ -31,6 +36,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from checkers.availability import is_write
+from harness.history import NEMESIS
+
 NS_PER_S = 1e9
 
 
@@ -43,21 +51,29 @@ def leading(state: dict[str, Any]) -> bool:
     return bool(state.get("serving") or state.get("writable"))
 
 
+def term_of(state: dict[str, Any]) -> Any:
+    """The term a node leads in; a Manatee peer says `generation` instead (the generation in
+    which it was made primary)."""
+    return state.get("term", state.get("generation"))
+
+
 def leaders(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The run cut where the leading nodes or their terms change: [{"start": s, "end": s or
-    None (to the end of the run), "nodes": [node], "term": the term or None}]."""
+    None (to the end of the run), "nodes": [node], "term": the term or None, "unit": "term" or
+    "generation", what the kind calls it}]."""
     stretches: list[dict[str, Any]] = []
     for r in rounds:
         nodes = r.get("nodes") or {}
         who = sorted(n for n, s in nodes.items() if leading(s))
-        terms = sorted({nodes[n].get("term") for n in who} - {None})
+        terms = sorted({term_of(nodes[n]) for n in who} - {None})
         term = terms[-1] if terms else None
+        unit = "generation" if any("generation" in nodes[n] for n in who) else "term"
         t = r["time"] / NS_PER_S
         if stretches and (stretches[-1]["nodes"], stretches[-1]["term"]) == (who, term):
             continue
         if stretches:
             stretches[-1]["end"] = t
-        stretches.append({"start": t, "end": None, "nodes": who, "term": term})
+        stretches.append({"start": t, "end": None, "nodes": who, "term": term, "unit": unit})
     return stretches
 
 
@@ -93,8 +109,8 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                 }
             )
         led = [n for n, s in nodes.items() if leading(s)]
-        if len(led) == 1 and (led[0], nodes[led[0]].get("term")) != last_alone:
-            last_alone = (led[0], nodes[led[0]].get("term"))
+        if len(led) == 1 and (led[0], term_of(nodes[led[0]])) != last_alone:
+            last_alone = (led[0], term_of(nodes[led[0]]))
             takeovers.append({"time_s": t / NS_PER_S, "node": led[0], "term": last_alone[1]})
         serving_before = serving
         for n, s in nodes.items():
@@ -239,12 +255,77 @@ def divergence(collected: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def generations(rounds: list[dict[str, Any]]) -> dict[str, list[tuple[int, int | None]]]:
+    """Per node, from the polls: [(time, the generation it took writes in, or None)]; empty
+    unless the nodes say `generation` (a Manatee cluster)."""
+    seen: dict[str, list[tuple[int, int | None]]] = {}
+    for r in rounds:
+        for n, s in (r.get("nodes") or {}).items():
+            if "generation" in s:
+                seen.setdefault(n, []).append((r["time"], s["generation"] if leading(s) else None))
+    return seen
+
+
+def deposed_acknowledged(
+    rounds: list[dict[str, Any]], writes: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`deposed-primary-acknowledged`: of the acknowledged writes (plain operations), each
+    given the generation its peer last said it took writes in when the write completed, one
+    of an earlier generation that began after one of a later generation had been acknowledged.
+    Writes whose peer was not seen taking writes are left out: polls come once a second."""
+    per_node = generations(rounds)
+    if not per_node:
+        return []
+    dated = []
+    for op in writes:
+        polled = per_node.get(op.get("node") or "", [])
+        done = op["complete_time"]
+        before = [g for t, g in polled if t <= done]
+        if before and before[-1] is not None:
+            dated.append((before[-1], op))
+    found: list[dict[str, Any]] = []
+    by_completion = sorted(dated, key=lambda d: d[1]["complete_time"])
+    latest: tuple[int, dict[str, Any]] | None = None  # the highest generation acknowledged so far
+    i = 0
+    for generation, op in sorted(dated, key=lambda d: d[1]["invoke_time"]):
+        while i < len(by_completion) and by_completion[i][1]["complete_time"] < op["invoke_time"]:
+            if latest is None or by_completion[i][0] > latest[0]:
+                latest = by_completion[i]
+            i += 1
+        if latest is not None and latest[0] > generation and len(found) < 10:
+            later_gen, later = latest
+            found.append(
+                {
+                    "type": "deposed-primary-acknowledged",
+                    "ops": [later, op],
+                    "window_ns": [later["complete_time"], op["complete_time"]],
+                    "explanation": (
+                        f"{op['node']}, primary of generation {generation}, acknowledged the "
+                        f"write at index {op['invoke_index']} ({op['complete_time'] / NS_PER_S:.1f}"
+                        f" s), which began at {op['invoke_time'] / NS_PER_S:.1f} s, after "
+                        f"{later['node']} had acknowledged the write at index "
+                        f"{later['invoke_index']} in generation {later_gen} "
+                        f"({later['complete_time'] / NS_PER_S:.1f} s): two peers acknowledged "
+                        "writes of different generations, the older after its generation ended"
+                    ),
+                }
+            )
+    return found
+
+
 def check(ops: Any, polls: str | None = None, digests: str | None = None) -> dict[str, Any]:
-    """The verdict on a run's polls file (`polls`) and end-of-run WAL checksums (`digests`); a
-    history without them has nothing to check."""
+    """The verdict on a run's polls file (`polls`) and end-of-run WAL checksums (`digests`),
+    and, where the polls give generations, on its acknowledged writes (`ops`: plain
+    operations, or only the acknowledged writes); a history without them has nothing to
+    check."""
     result: dict[str, Any] = {"valid": True, "anomaly_types": [], "anomalies": [], "rounds": 0}
     if polls is not None and Path(polls).is_file():
-        result = analyse(read_rounds(Path(polls)))
+        rounds = read_rounds(Path(polls))
+        result = analyse(rounds)
+        if generations(rounds):
+            writes = [op for op in ops if op["type"] == "ok" and op["process"] != NEMESIS
+                      and is_write(op)]  # fmt: skip
+            result["anomalies"] += deposed_acknowledged(rounds, writes)
     if digests is not None and Path(digests).is_file():
         collected = json.loads(Path(digests).read_text() or "{}")
         result["anomalies"] += divergence(collected)

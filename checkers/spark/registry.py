@@ -15,8 +15,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from checkers import cluster_state
-from checkers.spark import append, append_micro_ops, availability, bank, sets, split_brain, stats
+from checkers.spark import (
+    append,
+    append_micro_ops,
+    availability,
+    bank,
+    cluster_state,
+    sets,
+    split_brain,
+    stats,
+)
 
 Checker = Callable[..., dict[str, Any]]
 

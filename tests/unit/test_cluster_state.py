@@ -4,9 +4,14 @@ starts below WAL already committed. The numbers of the second case are a run's w
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from checkers.cluster_state import analyse, check, divergence, read_rounds
+from checkers.cluster_state import check as plain_check
+from checkers.spark.cluster_state import check as fed_check
+from tests.unit.conftest import MS, both_ways
 
 S = 1_000_000_000
 
@@ -42,11 +47,32 @@ def test_the_leader_lane_cuts_the_run_where_the_leader_or_its_term_changes() -> 
         {"time": 12 * S, "nodes": {"n2": compute(True, 3)}},  # re-elected: a new term
     ]
     assert analyse(rounds)["leaders"] == [
-        {"start": 1.0, "end": 3.0, "nodes": ["n1"], "term": 1},
-        {"start": 3.0, "end": 9.0, "nodes": [], "term": None},
-        {"start": 9.0, "end": 12.0, "nodes": ["n2"], "term": 2},
-        {"start": 12.0, "end": None, "nodes": ["n2"], "term": 3},
+        {"start": 1.0, "end": 3.0, "nodes": ["n1"], "term": 1, "unit": "term"},
+        {"start": 3.0, "end": 9.0, "nodes": [], "term": None, "unit": "term"},
+        {"start": 9.0, "end": 12.0, "nodes": ["n2"], "term": 2, "unit": "term"},
+        {"start": 12.0, "end": None, "nodes": ["n2"], "term": 3, "unit": "term"},
     ]
+
+
+def test_manatee_peers_lead_in_generations_and_a_deposed_primary_shows_with_its_own() -> None:
+    """A Manatee peer that takes writes says in which generation it was made primary: the lane
+    names generations, and an old primary still writable beside the new one shows with its
+    old generation (not an anomaly of the kind: the checkers judge its effect on the history)."""
+
+    def peer(writable: bool, generation: int | None) -> dict[str, Any]:
+        return {"role": "primary", "writable": writable, "generation": generation}
+
+    rounds = [
+        {"time": 1 * S, "nodes": {"n1": peer(True, 1), "n2": peer(False, None)}},
+        {"time": 7 * S, "nodes": {"n1": peer(True, 1), "n2": peer(True, 2)}},
+        {"time": 9 * S, "nodes": {"n2": peer(True, 2)}},
+    ]
+    result = analyse(rounds)
+    assert result["valid"] is True
+    assert [(s["nodes"], s["term"], s["unit"]) for s in result["leaders"]] == [
+        (["n1"], 1, "generation"), (["n1", "n2"], 2, "generation"), (["n2"], 2, "generation"),
+    ]  # fmt: skip
+    assert [(t["node"], t["term"]) for t in result["takeovers"]] == [("n1", 1), ("n2", 2)]
 
 
 def test_writable_nodes_lead_without_a_term_and_two_are_no_anomaly() -> None:
@@ -204,3 +230,46 @@ def test_ranges_a_safekeeper_holds_only_in_part_are_not_compared() -> None:
     digests["n4"][0][2] = "zz"
     (found,) = divergence({"commit_lsn": 200, "digests": digests})
     assert found["lsn_range"] == [0, 100] and "(n3 | n4)" in found["explanation"]
+
+
+def _manatee_run(tmp_path: Path, write_history: Any, third_starts_ms: int) -> tuple[Path, Path]:
+    """n1 primary of generation 1; from 6 s n2 too, of generation 2 (n1 deposed but still
+    writable); adds acknowledged through n1, then n2, then n1 again."""
+
+    def peer(writable: bool, generation: int | None) -> dict[str, Any]:
+        return {"role": "primary", "writable": writable, "generation": generation}
+
+    polls = tmp_path / "cluster.jsonl"
+    rounds = [
+        {"time": 1 * S, "nodes": {"n1": peer(True, 1), "n2": peer(False, None)}},
+        {"time": 6 * S, "nodes": {"n1": peer(True, 1), "n2": peer(True, 2)}},
+    ]
+    polls.write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    adds = [(0, "n1", 2000, 2100), (1, "n2", 7000, 7100), (2, "n1", third_starts_ms, 8500)]
+    events = []
+    for process, node, start, end in adds:
+        base = {"process": process, "f": "add", "value": process, "node": node}
+        events += [(start, {**base, "type": "invoke"}), (end, {**base, "type": "ok"})]
+    events.sort(key=lambda e: e[0])
+    lines = [{"index": i, "time": at * MS, **e} for i, (at, e) in enumerate(events)]
+    return write_history(lines), polls
+
+
+def test_a_deposed_primary_acknowledging_after_the_next_generation_did_is_an_anomaly(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    history, polls = _manatee_run(tmp_path, write_history, third_starts_ms=8000)
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["anomaly_types"] == ["deposed-primary-acknowledged"]
+    (anomaly,) = result["anomalies"]
+    assert [op["node"] for op in anomaly["ops"]] == ["n2", "n1"]
+    assert "n1, primary of generation 1, acknowledged" in anomaly["explanation"]
+    assert "in generation 2" in anomaly["explanation"]
+
+
+def test_a_write_that_began_before_the_next_generation_acknowledged_any_is_not(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    history, polls = _manatee_run(tmp_path, write_history, third_starts_ms=6500)
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["valid"] is True, result["anomalies"]
