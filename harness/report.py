@@ -247,9 +247,38 @@ def anomaly_id(checker: str, number: int) -> str:
     return f"{checker}-{number}"
 
 
+def led_at(leaders: list[dict[str, Any]], t: float | None) -> str:
+    """Who led at `t` (s), as the leader lane names it: "n2 (generation 5)", "n1 (term 3)",
+    "none", or "" when the polls say nothing of that time."""
+    if t is None:
+        return ""
+    for stretch in leaders:
+        if stretch["start"] <= t and (stretch["end"] is None or t < stretch["end"]):
+            if not stretch["nodes"]:
+                return "none"
+            term = stretch.get("term")
+            unit = stretch.get("unit") or "term"
+            return " + ".join(stretch["nodes"]) + ("" if term is None else f" ({unit} {term})")
+    return ""
+
+
+def with_leaders(availability: dict[str, Any], leaders: list[dict[str, Any]]) -> dict[str, Any]:
+    """The availability figures with each fault window's leader at its start and at its first
+    write after the heal (the report's table names the generation or term of each window)."""
+    if not leaders or not availability.get("windows"):
+        return availability
+    windows = [
+        w | {"led_before": led_at(leaders, w["start"]),
+             "led_after": led_at(leaders, w.get("first_write_s"))}
+        for w in availability["windows"]
+    ]  # fmt: skip
+    return availability | {"windows": windows, "has_leaders": True}
+
+
 def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
     stats = results.get("checkers", {}).get("stats", {})
-    availability = results.get("checkers", {}).get("availability", {})
+    leaders = (results.get("checkers", {}).get("cluster-state") or {}).get("leaders") or []
+    availability = with_leaders(results.get("checkers", {}).get("availability", {}), leaders)
     windows = stats.get("fault_windows", [])
     figures = {
         "latency": shade_faults(latency_figure(stats.get("series", [])), windows).to_json(),
@@ -263,7 +292,7 @@ def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
         "timeline": timeline,
         "faults": [{"fault": w["fault"], "start": w["start"], "end": w["end"]} for w in windows],
         "anomalies": links,
-        "leaders": (results.get("checkers", {}).get("cluster-state") or {}).get("leaders") or [],
+        "leaders": leaders,
     }
     template = _env().get_template("report.html.j2")
     page = template.render(

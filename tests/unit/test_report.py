@@ -25,7 +25,7 @@ from checkers.spark.pipeline import analyze
 from checkers.spark.timeline import CHUNK, build
 from harness import store
 from harness.history import FINAL_READS_PROCESS as FINAL
-from harness.report import render_report
+from harness.report import led_at, render_report, with_leaders
 
 EVIL = "<script>alert(1)</script>"
 OUR_SCRIPTS = 4  # plotly, the page's data, the plots, the timeline
@@ -303,3 +303,17 @@ def test_the_timeline_details_hold_every_text_as_the_table_has_it(tmp_path: Path
     assert chunk["v"] == [shown(v, 80) for v in texts] + ["invoked", "null"]
     assert chunk["e"] == [shown(e, 160) for e in reversed(texts)] + ["", EVIL]
     assert chunk["i"] == [0] + [2] * (n - 1) and chunk["c"] == [1] * n and chunk["n"] == [-1] * n
+
+
+def test_each_fault_window_names_who_led_at_its_start_and_at_its_first_write() -> None:
+    leaders = [
+        {"start": 1.0, "end": 10.0, "nodes": ["n1"], "term": 1, "unit": "generation"},
+        {"start": 10.0, "end": 16.0, "nodes": [], "term": None, "unit": "term"},
+        {"start": 16.0, "end": None, "nodes": ["n2"], "term": 2, "unit": "generation"},
+    ]
+    availability = {"windows": [{"fault": "partition", "start": 8.0, "end": 15.0,
+                                 "first_write_s": 17.0}]}  # fmt: skip
+    (window,) = with_leaders(availability, leaders)["windows"]
+    assert (window["led_before"], window["led_after"]) == ("n1 (generation 1)", "n2 (generation 2)")
+    assert led_at(leaders, 12.0) == "none" and led_at(leaders, 0.5) == "" == led_at(leaders, None)
+    assert with_leaders(availability, []) is availability  # a kind that reports no leaders
