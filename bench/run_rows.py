@@ -6,6 +6,7 @@ README carries."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,30 @@ from typing import Any
 def latest_run(test_dir: Path) -> Path | None:
     runs = sorted(p for p in test_dir.glob("*") if p.is_dir()) if test_dir.is_dir() else []
     return runs[-1] if runs else None
+
+
+def run_row(
+    cmd: list[str],
+    store: Path,
+    name: str,
+    keys: dict[str, Any],
+    read_run: Callable[[Path], dict[str, Any]],
+) -> dict[str, Any]:
+    """Run one `harness run` command (`--store store --name name` added) and make its row:
+    `keys`, exit code, minutes and date, then what `read_run` reads of the run folder (or the
+    command's last words when it left no checked run)."""
+    started = time.monotonic()
+    done = subprocess.run([*cmd, "--store", str(store), "--name", name],
+                          capture_output=True, text=True)  # fmt: skip
+    row = keys | {
+        "exit": done.returncode,
+        "minutes": round((time.monotonic() - started) / 60, 1),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    run = latest_run(store / name)
+    if run is None or not (run / "results.json").exists():
+        return row | {"verdict": "error", "anomalies": done.stderr.strip()[-300:]}
+    return row | {"run": str(run)} | read_run(run)
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

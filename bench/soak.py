@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from run_rows import anomalies, latest_run, read_rows, table, work_through
+from run_rows import anomalies, read_rows, run_row, table, work_through
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(sys.executable).parent / "harness"  # the one installed beside this Python
@@ -66,26 +64,12 @@ COLUMNS = (
 
 
 def run_one(mode: str, nemesis: str, args: argparse.Namespace) -> dict[str, Any]:
-    name = f"soak-{mode}-{nemesis}-s{args.seed}"
     cmd = [
         str(HARNESS), "run", "--nemesis", nemesis, "--mode", mode, "--time", str(args.time),
         "--seed", str(args.seed), "--max-recovery", str(args.max_recovery),
-        "--store", str(args.store), "--name", name,
     ]  # fmt: skip
-    started = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    row: dict[str, Any] = {
-        "mode": mode,
-        "nemesis": nemesis,
-        "seed": args.seed,
-        "exit": done.returncode,
-        "minutes": round((time.monotonic() - started) / 60, 1),
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    run = latest_run(args.store / name)
-    if run is None:
-        return row | {"verdict": "error", "anomalies": done.stderr.strip()[-300:]}
-    return row | {"run": str(run)} | read_run(run)
+    keys = {"mode": mode, "nemesis": nemesis, "seed": args.seed}
+    return run_row(cmd, args.store, f"soak-{mode}-{nemesis}-s{args.seed}", keys, read_run)
 
 
 def read_run(run: Path) -> dict[str, Any]:
