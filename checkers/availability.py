@@ -147,7 +147,15 @@ def analyse(
         row["first_write_s"] = after
         row["free_s"] = until - w.end - covered(windows, w.end, until)
         result["windows"].append(row)
-        if after is None:
+        if after is None and max_recovery is not None and row["free_s"] <= max_recovery:
+            # The writes ended before the cluster was due to be back: neither a recovery nor a
+            # failure to recover (a fault healed two seconds before the end is no alarm).
+            row["unsettled"] = True
+            row["note"] = (
+                f"the writes ended {row['free_s']:.1f} s after it healed, "
+                f"within the {max_recovery:g} s bound"
+            )
+        elif after is None:
             row["note"] = "no write was acknowledged after it"
         if max_recovery is not None and row["free_s"] > max_recovery:
             how = (
@@ -166,7 +174,11 @@ def analyse(
                     "window": i,
                 }
             )
-    recoveries = [r["recovery_s"] for r in result["windows"] if r.get("free_s") is not None]
+    recoveries = [
+        r["recovery_s"]
+        for r in result["windows"]
+        if r.get("free_s") is not None and not r.get("unsettled")
+    ]
     if recoveries:
         never = any(r is None for r in recoveries)
         result["worst_recovery_s"] = None if never else max(recoveries)

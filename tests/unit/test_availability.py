@@ -56,6 +56,25 @@ def test_a_cluster_that_never_recovers_breaks_the_bound_and_names_the_fault() ->
     assert "48.0 s free of faults" in anomaly["explanation"]
 
 
+def test_a_fault_healed_just_before_the_writes_end_is_no_alarm() -> None:
+    """test_churn's end at seed 0: the last fault healed 2 s before the writes ended, too soon
+    for any write. Within the bound that is neither a recovery nor a failure to recover."""
+    windows = [Window("kill", 50, 55), Window("partition", 230, 238)]
+    writes = every(0, 50) + every(57, 230)
+    result = analyse(writes, windows, (0, 240), max_recovery=30)
+    assert result["valid"] is True and result["never_recovered"] is False
+    assert result["worst_recovery_s"] == 2
+    last = result["windows"][1]
+    assert last["recovery_s"] is None and last["unsettled"] is True
+    assert last["note"] == "the writes ended 2.0 s after it healed, within the 30 s bound"
+
+
+def test_the_same_end_past_the_bound_is_a_failure_to_recover() -> None:
+    windows = [Window("partition", 200, 205)]
+    result = analyse(every(0, 200), windows, (0, 240), max_recovery=30)
+    assert result["never_recovered"] is True and result["anomaly_types"] == ["slow-recovery"]
+
+
 def test_time_under_a_later_fault_does_not_count_against_the_recovery() -> None:
     """Healed at 10, cut off again from 12 to 40, writing again at 41: 31 s to the first write,
     of which only 3 s were free of faults."""
