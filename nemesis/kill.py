@@ -9,7 +9,7 @@ from clusters.backend import Node
 from clusters.kind import ClusterKind
 from nemesis import targets
 from nemesis.fault import ProcessFault, by_name, on_nodes
-from nemesis.processes import signal_tree, wait_gone
+from nemesis.processes import kill_tree, wait_gone
 
 
 class Kill(ProcessFault):
@@ -26,7 +26,7 @@ class Kill(ProcessFault):
         def kill(node: Node) -> dict[str, list[int]]:
             killed = {}
             for process, pattern in patterns.items():
-                if pids := signal_tree(node, pattern, "KILL"):
+                if pids := kill_tree(node, pattern):
                     killed[process] = pids
                     self.killed.setdefault(node.name, []).append(process)
             wait_gone(node, [pid for pids in killed.values() for pid in pids])

@@ -9,7 +9,7 @@ from clusters.backend import Node
 from clusters.kind import ClusterKind
 from nemesis import targets
 from nemesis.fault import ProcessFault, by_name, on_nodes
-from nemesis.processes import send, signal_tree
+from nemesis.processes import freeze_tree, send
 
 
 class Pause(ProcessFault):
@@ -26,7 +26,7 @@ class Pause(ProcessFault):
         def pause(node: Node) -> dict[str, list[int]]:
             paused = {}
             for process, pattern in patterns.items():
-                if pids := signal_tree(node, pattern, "STOP"):
+                if pids := freeze_tree(node, pattern):
                     paused[process] = pids
                     self.paused.setdefault(node.name, []).extend(pids)
             return paused

@@ -3,8 +3,8 @@
 A process is matched by its command line against the cluster kind's pattern (as `pgrep -f`),
 but the match runs here, on the process table: the pattern never appears in a command line on
 the node, so no shell running the search can match itself. Descendants are included because a
-database is a tree (Postgres's backends serve clients while the postmaster is stopped); parents
-come first, so a stopped parent forks no child that escapes.
+database is a tree (Postgres's backends serve clients while the postmaster is stopped), and the
+tree is frozen before it is killed, so that no child forked meanwhile escapes.
 """
 
 from __future__ import annotations
@@ -53,18 +53,37 @@ def tree(procs: list[Proc], pattern: str) -> list[int]:
     return found
 
 
-def signal_tree(node: Node, pattern: str, sig: str) -> list[int]:
-    """Send `sig` to the matching processes and their descendants; returns the pids signalled.
+def freeze_tree(node: Node, pattern: str, timeout: float = GONE_TIMEOUT) -> list[int]:
+    """SIGSTOP the matching processes and all their descendants, until no new child shows up
+    and every one has stopped (or `timeout` passed); returns their pids, parents first. A
+    stopped process forks no more, so the tree is then closed: nothing forked meanwhile
+    escapes it."""
+    frozen: list[int] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        procs = process_table(node)
+        new = [p for p in tree(procs, pattern) if p not in frozen]
+        running = [p.pid for p in procs if p.pid in frozen and not p.state.startswith(("T", "Z"))]
+        if new:
+            send(node, new, "STOP")
+            frozen += new
+        if (not new and not running) or time.monotonic() > deadline:
+            return frozen  # closed, or as closed as a process stuck in the kernel lets it be
+        if not new:
+            time.sleep(0.01)  # a stop not yet taken effect: it may still fork once
 
-    A second look catches a child forked between the first look and the signal."""
-    signalled: list[int] = []
-    for _ in range(2):
-        pids = [p for p in tree(process_table(node), pattern) if p not in signalled]
-        if not pids:
-            break
-        send(node, pids, sig)
-        signalled += pids
-    return signalled
+
+def kill_tree(node: Node, pattern: str) -> list[int]:
+    """SIGKILL the matching processes and all their descendants, none escaping: the tree is
+    frozen first. Killing parents first is not enough: a child forked between the look and
+    the kill loses its parent and, reparented, leaves the tree. Postgres's is the case that
+    matters: a backend forked for a connection that way outlives its postmaster, and if it
+    then waits on a lock a killed process held it waits forever, attached to the shared
+    memory, and no new postmaster will start on that data directory."""
+    frozen = freeze_tree(node, pattern)
+    if frozen:
+        send(node, frozen, "KILL")
+    return frozen
 
 
 def send(node: Node, pids: list[int], sig: str) -> None:

@@ -39,7 +39,7 @@ from nemesis.kill import Kill
 from nemesis.packet import Packet
 from nemesis.partition import PRIMARY_COORDINATORS, Partition
 from nemesis.pause import Pause
-from nemesis.processes import process_table, send, tree
+from nemesis.processes import kill_tree, process_table, send, tree, wait_gone
 
 PORT = 7000
 ECHO_PATH = "/opt/harness-test/echo.py"
@@ -534,6 +534,41 @@ def test_kill_removes_postgres_and_stop_restarts_it(db: SingleCluster) -> None:
     after = postgres_states(node)
     assert after and not set(after) & before
     assert connects(ep)
+
+
+FORKER_PATH = "/opt/harness-test/forker.py"
+FORKER = b"""
+import os, signal, time
+alive = []
+while True:  # a postmaster's shape: a new child every few ms, each under its own name
+    pid = os.fork()
+    if pid == 0:
+        os.execvp("sleep", ["sleep", "31.4159"])
+    alive.append(pid)
+    if len(alive) > 40:  # as backends end: a few dozen at a time
+        os.kill(alive.pop(0), signal.SIGKILL)
+    while os.waitpid(-1, os.WNOHANG)[0]:
+        pass
+    time.sleep(0.003)
+"""
+
+
+def test_kill_leaves_no_child_of_a_parent_that_forks_all_the_time(
+    plain: PlainCluster, nodes: list[Node]
+) -> None:
+    """Killed parents first, children forked between the look and the kill were left to init
+    and lived on (Postgres's backends did, and their shared memory kept a new postmaster from
+    starting); frozen first, the whole tree goes."""
+    node = nodes[0]
+    node.put_file(FORKER_PATH, FORKER)
+    node.exec(f"python3 {FORKER_PATH} >/dev/null 2>&1", detach=True)
+    children = "sleep 31.4159"
+    eventually(lambda: len(tree(process_table(node), children)) > 20, "children forked")
+    killed = kill_tree(node, re.escape(FORKER_PATH))
+    wait_gone(node, killed)
+    assert len(killed) > 20
+    left = [p for p in process_table(node) if children in p.args and not p.state.startswith("Z")]
+    assert left == [], f"{len(left)} children escaped the kill"
 
 
 # --- heal_nodes ----------------------------------------------------------------------------

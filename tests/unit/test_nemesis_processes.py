@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clusters.backend import ExecResult, Node
-from nemesis.processes import Proc, continue_stopped, process_table, tree
+from nemesis.processes import Proc, continue_stopped, kill_tree, process_table, tree
 
 PS = """\
     1     0 Ss   /usr/bin/tini -s -- sleep infinity
@@ -72,3 +72,34 @@ def test_continue_stopped_signals_only_stopped_processes() -> None:
     node = ScriptedNode()
     assert continue_stopped(node) == [42, 60]
     assert node.commands[-1] == "kill -CONT 42 60"
+
+
+class ForkingNode(ScriptedNode):
+    """A postmaster that forks a backend for a connection between the first look and the
+    first signal: the table the second `ps` shows has the new child."""
+
+    TABLES = (
+        "    1     0 Ss   tini\n   40     1 Ss   /usr/lib/postgresql/15/bin/postgres -D x\n"
+        "   41    40 Ss   postgres: checkpointer\n",
+        "    1     0 Ss   tini\n   40     1 Ts   /usr/lib/postgresql/15/bin/postgres -D x\n"
+        "   41    40 Ts   postgres: checkpointer\n   58    40 Ss   postgres: harness [local]\n",
+    )
+    FROZEN = (
+        "    1     0 Ss   tini\n   40     1 Ts   /usr/lib/postgresql/15/bin/postgres -D x\n"
+        "   41    40 Ts   postgres: checkpointer\n   58    40 Ts   postgres: harness [local]\n"
+    )
+
+    def exec(self, cmd: str, **kwargs: object) -> ExecResult:
+        self.commands.append(cmd)
+        if not cmd.startswith("ps "):
+            return ExecResult(0, "")
+        looks = sum(c.startswith("ps ") for c in self.commands)
+        return ExecResult(0, self.TABLES[looks - 1] if looks <= len(self.TABLES) else self.FROZEN)
+
+
+def test_kill_freezes_the_tree_first_so_a_child_forked_meanwhile_is_killed_too() -> None:
+    """Killed at once, the postmaster would leave backend 58 to init, outside the tree."""
+    node = ForkingNode()
+    assert kill_tree(node, "/usr/lib/postgresql/15/bin/postgres") == [40, 41, 58]
+    signals = [c for c in node.commands if c.startswith("kill ")]
+    assert signals == ["kill -STOP 40 41", "kill -STOP 58", "kill -KILL 40 41 58"]
