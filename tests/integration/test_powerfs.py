@@ -1,7 +1,8 @@
 """The power layer on its own, a real FUSE mount on this machine: what a power loss keeps is
 exactly what was made durable. Written data survives only an fsync (or fdatasync) of its file, a
 truncation too; a create, a rename or a removal survives only once an fsync followed it (of any
-file or directory: ext4's and XFS's one journal). Files keep the owner who made them, and the
+file or directory: ext4's and XFS's one journal); a rename over a file takes its data with it
+(ext4's auto_da_alloc). Files keep the owner who made them, and the
 layer leaves nothing mounted behind."""
 
 from __future__ import annotations
@@ -123,6 +124,21 @@ def test_a_rename_with_its_directory_fsynced_survives(mnt: Path) -> None:
     lose(mnt)
     assert sorted(p.name for p in mnt.iterdir()) == ["control.json"]
     assert (mnt / "control.json").read_bytes() == b"new"
+
+
+def test_a_file_that_replaces_another_by_rename_has_its_data_on_disk(mnt: Path) -> None:
+    """ext4's auto_da_alloc: replace-via-rename without an fsync leaves the old file or the new
+    one after a loss, never an empty one; a rename to a new name forces nothing."""
+    write(mnt / "control.json", b"old", fsync=True)
+    sync(mnt)
+    write(mnt / "control.json.tmp", b"new", fsync=False)
+    os.replace(mnt / "control.json.tmp", mnt / "control.json")
+    write(mnt / "fresh.tmp", b"data", fsync=False)
+    os.replace(mnt / "fresh.tmp", mnt / "fresh")
+    write(mnt / "other", b"", fsync=True)  # commits the journal: both renames are durable
+    lose(mnt)
+    assert (mnt / "control.json").read_bytes() == b"new"
+    assert (mnt / "fresh").read_bytes() == b""
 
 
 def test_a_removal_no_fsync_followed_is_undone(mnt: Path) -> None:

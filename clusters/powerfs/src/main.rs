@@ -7,6 +7,9 @@
 //!   replaced file is moved to a trash directory, not deleted), and are journalled until the
 //!   next fsync, of any file or directory: as on ext4 and XFS, whose one journal an fsync
 //!   forces, with every name change made before it (what Postgres relies on).
+//! - A rename that replaces a file first makes the data of the file renamed durable, as ext4's
+//!   `auto_da_alloc` (on by default) does: the replace-via-rename idiom without an fsync leaves
+//!   the old file or the new one after a loss, never an empty one.
 //! - As an OS does without being asked, data unsynced for `--writeback` seconds (30, Linux's
 //!   dirty expiry) is written back, and name changes older than `--commit` seconds (5, ext4's
 //!   journal commit) become durable.
@@ -705,6 +708,11 @@ impl Filesystem for PowerFs {
             let replaced = if fs::symlink_metadata(s.real(&to)).is_ok() {
                 if let Some(&ino) = s.inodes.get(&to) {
                     s.dirty.remove(&ino);
+                }
+                // ext4's auto_da_alloc (on by default): a file that replaces another by rename
+                // has its data on disk before the rename commits, fsynced or not.
+                if let Some(&ino) = s.inodes.get(&from) {
+                    s.flush(ino, &from, Sync::Data).map_err(|e| errno(&e))?;
                 }
                 Some(s.keep(&to).map_err(|e| errno(&e))?)
             } else {
