@@ -15,6 +15,13 @@ promises, as Jepsen reads a database's own records:
   of the safekeepers' flush positions reached (one that did not answer counts as holding
   everything; a poll's answers are not one instant, so a commit is held to later flushes).
 
+- `elections-without-faults`: more than MOST_QUIET_TERMS terms (or generations) began within
+  QUIET_SPAN_S seconds while no fault was in place nor had healed in the last SETTLE_S
+  seconds. A correct cluster elects when a leader fails; proposers that keep deposing each
+  other (a compute that cannot continue the log standing again at once, a lease that never
+  holds) serve in bursts between elections. The count is the term's rise between polls, so
+  elections quicker than the polls still count.
+
 - `deposed-primary-acknowledged` (Manatee, seed 004, whose peers say in which generation they
   were made primary): a write was acknowledged through a peer as primary of one generation
   though it began after a write of a later generation had been acknowledged through another:
@@ -37,9 +44,14 @@ from pathlib import Path
 from typing import Any
 
 from checkers.availability import is_write
+from checkers.operations import end_of, faults
+from checkers.stats import fault_windows
 from harness.history import NEMESIS
 
 NS_PER_S = 1e9
+SETTLE_S = 10.0  # after a fault heals, twice the failover timeout for the cluster to settle
+QUIET_SPAN_S = 20.0
+MOST_QUIET_TERMS = 5  # a fault's aftermath has taken two or three; a duel takes one a second
 
 
 def lsn_text(lsn: int) -> str:
@@ -313,15 +325,70 @@ def deposed_acknowledged(
     return found
 
 
+def elections_without_faults(
+    rounds: list[dict[str, Any]], windows: list[tuple[float, float]]
+) -> list[dict[str, Any]]:
+    """`windows`: when faults were in place (s). A rise of the term between two polls counts
+    only when the whole stretch between them was quiet: no fault, none healed within
+    SETTLE_S."""
+
+    def quiet(a: float, b: float) -> bool:
+        return all(b <= start or a >= end + SETTLE_S for start, end in windows)
+
+    rises: list[tuple[float, float, int]] = []  # quiet poll intervals: from, to, terms begun
+    before: tuple[float, int] | None = None
+    for r in rounds:
+        t = r["time"] / NS_PER_S
+        term = max((term_of(s) or 0 for s in (r.get("nodes") or {}).values()), default=0)
+        if before is not None and term > before[1] and quiet(before[0], t):
+            rises.append((before[0], t, term - before[1]))
+        if before is None or term >= before[1]:
+            before = (t, term)
+    duels: list[list[float]] = []  # [from, to], overlapping spans merged
+    first = 0
+    for last in range(len(rises)):
+        while rises[last][1] - rises[first][0] > QUIET_SPAN_S:
+            first += 1
+        a, b = rises[first][0], rises[last][1]
+        if sum(n for _, _, n in rises[first : last + 1]) <= MOST_QUIET_TERMS:
+            continue
+        if duels and duels[-1][1] >= a:
+            duels[-1][1] = b
+        else:
+            duels.append([a, b])
+    found = []
+    for a, b in duels:
+        count = sum(n for x, y, n in rises if a <= x and y <= b)
+        healed = max((end for _, end in windows if end <= a), default=None)
+        since = f"the last fault healed at {healed:.1f} s" if healed is not None else "none yet"
+        found.append(
+            {
+                "type": "elections-without-faults",
+                "window_ns": [a * NS_PER_S, b * NS_PER_S],
+                "elections": count,
+                "explanation": (
+                    f"from {a:.1f} s to {b:.1f} s, with no fault in place ({since}), {count} "
+                    "terms began: a correct cluster elects when its leader fails, and here "
+                    "nothing failed; its proposers kept deposing each other"
+                ),
+            }
+        )
+    return found
+
+
 def check(ops: Any, polls: str | None = None, digests: str | None = None) -> dict[str, Any]:
     """The verdict on a run's polls file (`polls`) and end-of-run WAL checksums (`digests`),
     and, where the polls give generations, on its acknowledged writes (`ops`: plain
-    operations, or only the acknowledged writes); a history without them has nothing to
-    check."""
+    operations, or only the nemesis's and the acknowledged writes: the faults' windows tell
+    when the cluster was left alone); a history without them has nothing to check."""
     result: dict[str, Any] = {"valid": True, "anomaly_types": [], "anomalies": [], "rounds": 0}
     if polls is not None and Path(polls).is_file():
         rounds = read_rounds(Path(polls))
         result = analyse(rounds)
+        ops = list(ops or [])
+        end = max([end_of(ops) or 0, *(r["time"] for r in rounds[-1:])])
+        windows = [(w["start"], w["end"]) for w in fault_windows(faults(ops), end)]
+        result["anomalies"] += elections_without_faults(rounds, windows)
         if generations(rounds):
             writes = [op for op in ops if op["type"] == "ok" and op["process"] != NEMESIS
                       and is_write(op)]  # fmt: skip

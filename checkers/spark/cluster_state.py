@@ -1,6 +1,6 @@
 """The cluster-state checker fed from the operations table: the polls and checksums are read as
-they are; Spark picks the acknowledged writes only when the polls give generations (Manatee),
-and checkers/cluster_state.py judges them."""
+they are; Spark picks the nemesis's operations (when faults were in place), and the acknowledged
+writes only when the polls give generations (Manatee); checkers/cluster_state.py judges them."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from pyspark.sql import functions as F
 from checkers import cluster_state
 from checkers.availability import WRITE_FS
 from checkers.operations import OP_COLUMNS, op_dict
+from checkers.spark.history_table import nemesis_ops
 from harness.history import NEMESIS
 
 
 def check(ops: DataFrame, polls: str | None = None, digests: str | None = None) -> dict[str, Any]:
     """As `checkers.cluster_state.check`, over the operations table."""
-    writes: list[dict[str, Any]] = []
+    writes = nemesis_ops(ops)  # when the cluster was left alone
     polled = polls is not None and Path(polls).is_file()
     if polled and cluster_state.generations(cluster_state.read_rounds(Path(str(polls)))):
         txn_write = (F.col("f") == "txn") & F.coalesce(
@@ -26,5 +27,5 @@ def check(ops: DataFrame, polls: str | None = None, digests: str | None = None) 
         )
         acked = (F.col("type") == "ok") & (F.col("process") != NEMESIS)
         rows = ops.filter(acked & (F.col("f").isin(*WRITE_FS) | txn_write))
-        writes = [op_dict(r) for r in rows.select(*OP_COLUMNS).toArrow().to_pylist()]
+        writes += [op_dict(r) for r in rows.select(*OP_COLUMNS).toArrow().to_pylist()]
     return cluster_state.check(writes, polls, digests)

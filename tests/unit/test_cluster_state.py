@@ -273,3 +273,52 @@ def test_a_write_that_began_before_the_next_generation_acknowledged_any_is_not(
     history, polls = _manatee_run(tmp_path, write_history, third_starts_ms=6500)
     result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
     assert result["valid"] is True, result["anomalies"]
+
+
+def _duel_run(tmp_path: Path, write_history: Any, rises: dict[int, int]) -> tuple[Path, Path]:
+    """Polls each second for 60 s of a cluster whose term rises by `rises[t]` at second t;
+    a kill from 10 s to 20 s; one acknowledged add a second."""
+    polls, term, rounds = tmp_path / "cluster.jsonl", 1, []
+    for t in range(1, 61):
+        term += rises.get(t, 0)
+        rounds.append({"time": t * S, "nodes": {"n3": safekeeper(term, [[1, 0]], 0)}})
+    polls.write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    events: list[tuple[int, dict[str, Any]]] = []
+    for f, at in (("start-kill", 10_000), ("stop-kill", 20_000)):
+        base = {"process": "nemesis", "f": f, "value": {"fault": "kill", "target": "one"}}
+        events += [(at, {**base, "type": "invoke"}), (at + 100, {**base, "type": "info"})]
+    for i in range(60):
+        base = {"process": i % 4, "f": "add", "value": i, "node": "n1"}
+        events += [
+            (i * 1000 + 1, {**base, "type": "invoke"}),
+            (i * 1000 + 5, {**base, "type": "ok"}),
+        ]
+    events.sort(key=lambda e: e[0])
+    lines = [{"index": i, "time": at * MS, **e} for i, (at, e) in enumerate(events)]
+    return write_history(lines), polls
+
+
+def test_terms_that_keep_rising_while_nothing_fails_are_duelling_proposers(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    """The shape of `--bug deposed-primary-serves` at seed 0: two computes deposing each other,
+    two terms a second, long after the last fault healed."""
+    rises = {t: 2 for t in range(35, 41)}
+    history, polls = _duel_run(tmp_path, write_history, rises)
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["anomaly_types"] == ["elections-without-faults"]
+    (anomaly,) = result["anomalies"]
+    assert anomaly["elections"] == 12 and anomaly["window_ns"] == [34 * S, 40 * S]
+    assert "the last fault healed at 20.1 s" in anomaly["explanation"]
+    assert "12 terms began" in anomaly["explanation"]
+
+
+def test_elections_under_a_fault_or_right_after_it_or_few_are_no_anomaly(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    """Twelve terms during the kill and in the 10 s after its heal (a fault's aftermath), and
+    one election every ten seconds later on: five in any twenty seconds at most."""
+    rises = {t: 2 for t in range(11, 17)} | {t: 1 for t in range(21, 30)} | {35: 1, 45: 1, 55: 1}
+    history, polls = _duel_run(tmp_path, write_history, rises)
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["valid"] is True, result["anomalies"]
