@@ -216,7 +216,8 @@ def _per_round(
                         "explanation": (
                             f"{n} reported {lsn_text(commit)} committed at {when / NS_PER_S:.1f} "
                             f"s, but at {t / NS_PER_S:.1f} s no quorum of the safekeepers held "
-                            f"WAL past {lsn_text(held)}: committed WAL was lost"
+                            f"WAL past {lsn_text(held)}: committed WAL was lost, and with it "
+                            "every commit acknowledged in it"
                         ),
                     }
                 )
