@@ -51,7 +51,7 @@ from harness.history import NEMESIS
 NS_PER_S = 1e9
 SETTLE_S = 10.0  # after a fault heals, twice the failover timeout for the cluster to settle
 QUIET_SPAN_S = 20.0
-MOST_QUIET_TERMS = 5  # a fault's aftermath has taken two or three; a duel takes one a second
+MOST_QUIET_TERMS = 3  # the correct cluster began none in quiet time; a duel begins two a second
 
 
 def lsn_text(lsn: int) -> str:
