@@ -53,9 +53,12 @@ COLUMNS = (
 
 
 def first_anomaly_s(results: dict[str, Any]) -> float | None:
-    """When the earliest operation of any anomaly began (or its window, when it names none)."""
+    """When the earliest operation of any anomaly that makes a checker red began (or its window,
+    when it names none): a valid checker's notes (the set's `recovered`) are not anomalies."""
     times = []
     for checker in (results.get("checkers") or {}).values():
+        if checker.get("valid") is not False:
+            continue
         for anomaly in checker.get("anomalies") or []:
             ops = [op for op in anomaly.get("ops") or [] if isinstance(op, dict)]
             times += [op["invoke_time"] for op in ops if op.get("invoke_time") is not None]
