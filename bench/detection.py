@@ -27,11 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run_rows import anomalies, latest_run, read_rows, table, work_through
+from run_rows import anomalies, latest_run, read_rows, rows_options, table, work_through
 
 from clusters.walkeeper.bugs import NAMES as BUGS
 
-ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(sys.executable).parent / "harness"
 MODES = ("safekeeper", "confirm-rollback")
 # name → the options that plant it; the control is the correct cluster.
@@ -133,9 +132,7 @@ def main() -> int:
     parser.add_argument(
         "--only", default=",".join(CONFIGS), help=f"configurations: {', '.join(CONFIGS)}"
     )
-    parser.add_argument("--store", type=Path, default=ROOT / "results" / "detection")
-    parser.add_argument("--rows", type=Path, default=ROOT / "results" / "detection" / "rows.jsonl")
-    parser.add_argument("--table", action="store_true", help="print the rows file as a table")
+    rows_options(parser, "detection")
     args = parser.parse_args()
     if args.table:
         print(table(COLUMNS, read_rows(args.rows)))

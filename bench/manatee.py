@@ -24,9 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from run_rows import anomalies, read_rows, run_row, table, work_through
+from run_rows import anomalies, read_rows, rows_options, run_row, table, work_through
 
-ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(sys.executable).parent / "harness"
 COLUMNS = (
     ("workload", "workload"),
@@ -83,9 +82,7 @@ def main() -> int:
     parser.add_argument("--losses", default="keep,stop", help="--on-session-loss choices")
     parser.add_argument("--time", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--store", type=Path, default=ROOT / "results" / "manatee")
-    parser.add_argument("--rows", type=Path, default=ROOT / "results" / "manatee" / "rows.jsonl")
-    parser.add_argument("--table", action="store_true", help="print the rows file as a table")
+    rows_options(parser, "manatee")
     args = parser.parse_args()
     if args.table:
         print(table(COLUMNS, read_rows(args.rows)))

@@ -5,6 +5,7 @@ README carries."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import time
@@ -93,3 +94,12 @@ def table(columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> s
         cells = ["" if row.get(key) is None else str(row[key]) for key, _ in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def rows_options(parser: argparse.ArgumentParser, folder: str) -> None:
+    """`--store`, `--rows` and `--table`, as every benchmark that keeps rows has them: under
+    results/<folder> unless told."""
+    results = Path(__file__).resolve().parent.parent / "results" / folder
+    parser.add_argument("--store", type=Path, default=results)
+    parser.add_argument("--rows", type=Path, default=results / "rows.jsonl")
+    parser.add_argument("--table", action="store_true", help="print the rows file as a table")

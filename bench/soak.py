@@ -29,9 +29,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from run_rows import anomalies, read_rows, run_row, table, work_through
+from run_rows import anomalies, read_rows, rows_options, run_row, table, work_through
 
-ROOT = Path(__file__).resolve().parent.parent
 HARNESS = Path(sys.executable).parent / "harness"  # the one installed beside this Python
 NEMESES = (
     "partition-majority",
@@ -117,9 +116,7 @@ def main() -> int:
     parser.add_argument("--nemeses", default=",".join(NEMESES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-recovery", type=float, default=30.0, help="the bound, seconds")
-    parser.add_argument("--store", type=Path, default=ROOT / "results" / "soak")
-    parser.add_argument("--rows", type=Path, default=ROOT / "results" / "soak" / "rows.jsonl")
-    parser.add_argument("--table", action="store_true", help="print the rows file as a table")
+    rows_options(parser, "soak")
     args = parser.parse_args()
     if args.table:  # each row read again from its run folder while that is still there
         rows = read_rows(args.rows)

@@ -232,6 +232,12 @@ def test_ranges_a_safekeeper_holds_only_in_part_are_not_compared() -> None:
     assert found["lsn_range"] == [0, 100] and "(n3 | n4)" in found["explanation"]
 
 
+def _written(write_history: Any, events: list[tuple[int, dict[str, Any]]]) -> Path:
+    """A history file of (ms, event) pairs, in time order."""
+    events = sorted(events, key=lambda e: e[0])
+    return write_history([{"index": i, "time": at * MS, **e} for i, (at, e) in enumerate(events)])
+
+
 def _manatee_run(tmp_path: Path, write_history: Any, third_starts_ms: int) -> tuple[Path, Path]:
     """n1 primary of generation 1; from 6 s n2 too, of generation 2 (n1 deposed but still
     writable); adds acknowledged through n1, then n2, then n1 again."""
@@ -250,9 +256,7 @@ def _manatee_run(tmp_path: Path, write_history: Any, third_starts_ms: int) -> tu
     for process, node, start, end in adds:
         base = {"process": process, "f": "add", "value": process, "node": node}
         events += [(start, {**base, "type": "invoke"}), (end, {**base, "type": "ok"})]
-    events.sort(key=lambda e: e[0])
-    lines = [{"index": i, "time": at * MS, **e} for i, (at, e) in enumerate(events)]
-    return write_history(lines), polls
+    return _written(write_history, events), polls
 
 
 def test_a_deposed_primary_acknowledging_after_the_next_generation_did_is_an_anomaly(
@@ -293,9 +297,7 @@ def _duel_run(tmp_path: Path, write_history: Any, rises: dict[int, int]) -> tupl
             (i * 1000 + 1, {**base, "type": "invoke"}),
             (i * 1000 + 5, {**base, "type": "ok"}),
         ]
-    events.sort(key=lambda e: e[0])
-    lines = [{"index": i, "time": at * MS, **e} for i, (at, e) in enumerate(events)]
-    return write_history(lines), polls
+    return _written(write_history, events), polls
 
 
 def test_terms_that_keep_rising_while_nothing_fails_are_duelling_proposers(
