@@ -26,7 +26,7 @@ from clusters.safekeeper import SK_PORT, SafekeeperCluster, daemon_status
 from nemesis import heal_nodes
 from nemesis.kill import Kill
 from nemesis.partition import Partition
-from nemesis.processes import process_table, signal_tree, tree, wait_gone
+from nemesis.processes import kill_tree, process_table, tree, wait_gone
 from tests.integration.conftest import eventually
 
 pytestmark = pytest.mark.docker
@@ -257,7 +257,7 @@ def test_a_restarted_proxy_is_elected_in_a_higher_term(
     pattern = cluster.processes()["proxy"]
     before = cluster.proxy_status()
     assert before.get("elected"), before
-    pids = signal_tree(compute, pattern, "KILL")
+    pids = kill_tree(compute, pattern)
     assert pids
     wait_gone(compute, pids)
     assert cluster.proxy_status() == {}  # nothing answers on the proxy's port
