@@ -30,6 +30,7 @@ OP_COLUMNS = (
     "value",
     "error",
     "latency_ns",
+    "lsn",
 )
 Op = dict[str, Any]
 
@@ -104,6 +105,7 @@ def _op(invoke: Mapping[str, Any], done: Mapping[str, Any] | None) -> Op:
         "value": end.get("value") if done is not None else invoke.get("value"),
         "error": end.get("error"),
         "latency_ns": None if done is None else done["time"] - invoke["time"],
+        "lsn": end.get("lsn"),
     }
 
 

@@ -47,14 +47,20 @@ class InFlight:
             self.ops[key] = op
 
     def complete(
-        self, key: object, type_: str, value: Any, node: str, error: str | None = None
+        self,
+        key: object,
+        type_: str,
+        value: Any,
+        node: str,
+        error: str | None = None,
+        lsn: int | None = None,
     ) -> bool:
         """Record the completion of `key`'s operation; False if the run already gave up on it."""
         with self.lock:
             op = self.ops.pop(key, None)
             if op is None:
                 return False
-            self._write(op, type_, value, node, error)
+            self._write(op, type_, value, node, error, lsn)
             return True
 
     def abandon(self, why: str) -> int:
@@ -66,8 +72,18 @@ class InFlight:
                 self._write(op, "info", op.value, op.node, why)
             return len(ops)
 
-    def _write(self, op: Op, type_: str, value: Any, node: str, error: str | None = None) -> None:
-        extra = {"error": error} if error else {}
+    def _write(
+        self,
+        op: Op,
+        type_: str,
+        value: Any,
+        node: str,
+        error: str | None = None,
+        lsn: int | None = None,
+    ) -> None:
+        extra: dict[str, Any] = {"error": error} if error else {}
+        if lsn is not None:
+            extra["lsn"] = lsn
         self.history.append(
             process=op.process,
             type=type_,

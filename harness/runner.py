@@ -238,7 +238,7 @@ class Runner:
                 inflight.invoke(index, Op(process, op.f, op.value, ep.node, op.workload))
                 done = client.run(workloads[op.workload], op.f, op.value)
                 node = client.node or ep.node
-                if not inflight.complete(index, done.type, done.value, node, done.error):
+                if not inflight.complete(index, done.type, done.value, node, done.error, done.lsn):
                     return  # the run ended first and recorded it as info
                 if done.type == "info":
                     process += self.cfg.concurrency
@@ -262,7 +262,7 @@ class Runner:
                         inflight.invoke(FINAL, Op(process, f, value, ep.node, w.name))
                         done = client.run(w, f, value)
                         node = client.node or ep.node
-                        inflight.complete(FINAL, done.type, done.value, node, done.error)
+                        inflight.complete(FINAL, done.type, done.value, node, done.error, done.lsn)
                         if done.type == "ok" or time.monotonic() > deadline:
                             break
                         if done.type == "info":

@@ -39,6 +39,9 @@ class Completion:
     type: str  # ok | fail | info
     value: Any
     error: str | None = None
+    # a write's WAL insert position after its statements, before its commit: its commit record
+    # ends past it, so a quorum that holds less than this cannot hold the write
+    lsn: int | None = None
 
 
 class Watchdog:
@@ -63,6 +66,12 @@ class Watchdog:
 
     def __exit__(self, *exc: object) -> None:
         self._timer.cancel()
+
+
+def wal_position(conn: psycopg.Connection) -> int:
+    """The server's WAL insert position, in bytes (psycopg reads pg_lsn as text)."""
+    row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()
+    return int(row[0])  # type: ignore[index]
 
 
 class PostgresClient:
@@ -156,6 +165,7 @@ class PostgresClient:
             with Watchdog(conn, self._timeout) as dog:
                 try:
                     result = workload.invoke(conn, f, value)
+                    lsn = None if read_only else wal_position(conn)
                     phase = "commit"
                     if self._two_phase and not read_only:
                         prepare_and_wait(conn)  # the confirm/rollback mode's commit
@@ -170,7 +180,7 @@ class PostgresClient:
                             f"no answer within {self._timeout:g}s ({describe(e)})"
                         ) from e
                     raise
-            return Completion("ok", result)
+            return Completion("ok", result, lsn=lsn)
         except Exception as e:
             outcome = classify(e, phase=phase, read_only=read_only)
             self._discard_after(e)

@@ -53,6 +53,7 @@ class _Event(msgspec.Struct, gc=False):
     node: str | None = None
     error: str | None = None
     workload: str | None = None
+    lsn: int | None = None
 
 
 _DECODER = msgspec.json.Decoder(list[_Event])
@@ -72,6 +73,7 @@ class _Columns(NamedTuple):
     node: pa.Array
     error: pa.Array
     workload: pa.Array
+    lsn: pa.Array
 
 
 class _Pairs(NamedTuple):
@@ -124,7 +126,10 @@ def _columns(fields: dict[str, list[Any]]) -> _Columns | None:
     if values is None:
         return None
     texts = {name: pa.array(fields[name], pa.string()) for name in ("node", "error", "workload")}
-    return _Columns(index, time, process, names, kind, f, fs, values, **texts)
+    if any(lsn is not None and lsn not in INT64 for lsn in fields["lsn"]):
+        return None
+    lsn = pa.array(fields["lsn"], pa.int64())
+    return _Columns(index, time, process, names, kind, f, fs, values, **texts, lsn=lsn)
 
 
 def _pairs(c: _Columns) -> _Pairs | None:
@@ -179,6 +184,7 @@ def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
             "value": c.values.take(outcome),
             "error": c.error.take(done),
             "latency_ns": pc.subtract(complete_time, time.take(at)),
+            "lsn": c.lsn.take(done),
         }
     )
 

@@ -31,7 +31,7 @@ from harness.history import EVENT_TYPES, INT64, NEMESIS, has_partial_last_line
 # checked (a StringType column would turn 3, "3" and [3] all into text).
 _EVENT_SCHEMA = (
     "index bigint, time bigint, process variant, type string, f variant, value variant, "
-    "node string, error string, workload string"
+    "node string, error string, workload string, lsn bigint"
 )
 # A value is stored as the JSON text Spark's reader copies from the line when it reads the value
 # as a string (cheaper than building a variant and writing it out again), except a JSON string,
@@ -245,6 +245,7 @@ def _event_columns(
         F.col("e.node").alias("node"),
         F.col("e.error").alias("error"),
         F.col("e.workload").alias("workload"),
+        F.col("e.lsn").alias("lsn"),
     )
 
 
@@ -252,7 +253,7 @@ def _paired(events: DataFrame) -> DataFrame:
     """Each invocation with its completion (the next event of its process), each lone nemesis
     completion, and each event that breaks the alternation, with `problem` saying how."""
     by_process = Window.partitionBy("process").orderBy("index")
-    outcome = ("index", "time", "type", "value", "node", "error", "workload")
+    outcome = ("index", "time", "type", "value", "node", "error", "workload", "lsn")
     paired = events.select(
         "*",
         F.lag(F.struct("index", "type", "f")).over(by_process).alias("prev"),
@@ -284,6 +285,7 @@ def _paired(events: DataFrame) -> DataFrame:
         F.coalesce(done.value, "value").alias("value"),
         done.error.alias("error"),
         (done.time - F.col("time")).alias("latency_ns"),
+        done.lsn.alias("lsn"),
     )
 
 

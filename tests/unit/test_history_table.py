@@ -201,7 +201,7 @@ def test_pairing_and_unknown_outcomes(spark: SparkSession, write_history: WriteH
             {"process": 0, "type": "invoke", "f": "add", "value": 1, "node": "n1"},
             {"process": "nemesis", "type": "invoke", "f": "kill", "value": ["n2"]},
             {"process": 1, "type": "invoke", "f": "add", "value": 2},
-            {"process": 0, "type": "ok", "f": "add", "value": 1},
+            {"process": 0, "type": "ok", "f": "add", "value": 1, "lsn": 2**40 + 7},
             {"process": "nemesis", "type": "info", "f": "kill", "value": {"killed": ["n2"]}},
             {"process": 1, "type": "fail", "f": "add", "value": 2, "error": "conflict"},
             {"process": "nemesis", "type": "info", "f": "heal", "value": None},
@@ -225,8 +225,10 @@ def test_pairing_and_unknown_outcomes(spark: SparkSession, write_history: WriteH
         "value": 1,
         "error": None,
         "latency_ns": 3_000_000,
+        "lsn": 2**40 + 7,  # the write's WAL position, from its completion
     }
     assert by_index[2]["type"] == "fail" and by_index[2]["error"] == "conflict"
+    assert by_index[2]["lsn"] is None
     # Nemesis pairs are kept, and a lone nemesis event is an operation of its own.
     assert by_index[1]["process"] == "nemesis" and by_index[1]["value"] == {"killed": ["n2"]}
     assert by_index[6]["f"] == "heal" and by_index[6]["complete_index"] == 6
@@ -266,7 +268,7 @@ ODD_BUT_VALID = [
     # the one pass takes these
     {"process": 0, "type": "invoke", "f": "add", "value": {"a": [1, {"b": None}]}, "node": "n1"},
     {"process": "nemesis", "type": "invoke", "f": "kill", "value": ["n2"]},
-    {"process": 0, "type": "ok", "f": "add", "value": [15, "s", True], "error": None},
+    {"process": 0, "type": "ok", "f": "add", "value": [15, "s", True], "error": None, "lsn": 9},
     {"process": "nemesis", "type": "info", "f": "kill", "value": None},
     {"process": "nemesis", "type": "info", "f": "heal", "value": None},
     {"process": -3, "type": "invoke", "f": "true", "value": None, "workload": "set"},

@@ -35,3 +35,14 @@ def test_an_operation_in_flight_is_completed_once(tmp_path: Path) -> None:
         (1, "info", 2, "n1,n2", "interrupted"),
     ]
     assert all(e["workload"] == "set" and e["f"] == "add" for e in events(path))
+
+
+def test_a_write_s_wal_position_is_kept_with_its_completion(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as history:
+        inflight = InFlight(history)
+        inflight.invoke(0, Op(0, "add", 1, "n1", "set"))
+        inflight.complete(0, "ok", 1, "n1", lsn=123_456)
+        inflight.invoke(0, Op(0, "read", None, "n1", "set"))
+        inflight.complete(0, "ok", [1], "n1")
+    assert [e.get("lsn") for e in events(path)] == [None, 123_456, None, None]

@@ -239,10 +239,12 @@ def test_a_long_history_without_its_concurrency_keeps_every_operation(tmp_path: 
         "value": [str(i) for i in range(n)],
         "error": [None] * n,
         "latency_ns": [500_000] * n,
+        "lsn": invoke * 100,
     }
     order = rng.permutation(n)
     kinds = {
-        k: pa.int64() if k.endswith(("index", "time", "_ns")) else pa.string() for k in columns
+        k: pa.int64() if k.endswith(("index", "time", "_ns", "lsn")) else pa.string()
+        for k in columns
     }
     shuffled = {k: np.asarray(v, dtype=object)[order].tolist() for k, v in columns.items()}
     table = pa.table({k: pa.array(v, type=kinds[k]) for k, v in shuffled.items()})
