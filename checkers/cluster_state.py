@@ -15,6 +15,13 @@ promises, as Jepsen reads a database's own records:
   of the safekeepers' flush positions reached (one that did not answer counts as holding
   everything; a poll's answers are not one instant, so a commit is held to later flushes).
 
+- `lost-acknowledged-write` and `acknowledged-write-beyond-quorum` (from the WAL position each
+  acknowledged write recorded, `lsn`: its commit record ends past it): at a poll sent after the
+  write was acknowledged, no safekeeper held WAL that far (the write is gone), or fewer than a
+  quorum did (one more failure loses it). An acknowledgement promises the write is on a
+  quorum's disks; a correct safekeeper's flush position never falls below what it acknowledged
+  (its disk keeps what it synced, and it truncates only what was never committed).
+
 - `elections-without-faults`: more than MOST_QUIET_TERMS terms (or generations) began within
   QUIET_SPAN_S seconds while no fault was in place nor had healed in the last SETTLE_S
   seconds. A correct cluster elects when a leader fails; proposers that keep deposing each
@@ -39,6 +46,7 @@ guess.
 
 from __future__ import annotations
 
+import bisect
 import json
 from pathlib import Path
 from typing import Any
@@ -52,6 +60,7 @@ NS_PER_S = 1e9
 SETTLE_S = 10.0  # after a fault heals, twice the failover timeout for the cluster to settle
 QUIET_SPAN_S = 20.0
 MOST_QUIET_TERMS = 3  # the correct cluster began none in quiet time; a duel begins two a second
+MOST_NAMED = 10  # acknowledged writes listed in one anomaly (its count says how many in all)
 
 
 def lsn_text(lsn: int) -> str:
@@ -99,9 +108,7 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     starts: dict[int, tuple[int, str, int]] = {}  # term → its start, where and when first seen
     max_term = 0
     terms: dict[str, tuple[int, int]] = {}  # safekeeper → its last term, and when
-    keepers = sorted(
-        {n for r in rounds for n, s in (r.get("nodes") or {}).items() if "history" in s}
-    )
+    keepers = keepers_of(rounds)
     reported: dict[str, tuple[int, int]] = {}  # each safekeeper's commit LSN last round, and when
     for r in rounds:
         t, nodes = r["time"], r.get("nodes") or {}
@@ -377,11 +384,87 @@ def elections_without_faults(
     return found
 
 
+def keepers_of(rounds: list[dict[str, Any]]) -> list[str]:
+    """The safekeepers: the nodes that report a term history."""
+    return sorted({n for r in rounds for n, s in (r.get("nodes") or {}).items() if "history" in s})
+
+
+def unreplicated_acknowledged(
+    rounds: list[dict[str, Any]], writes: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The acknowledged writes (plain operations with their `lsn`) that a poll sent after their
+    acknowledgement found beyond what a quorum of the safekeepers held, each named once: at
+    most two anomalies a poll (none held it; fewer than a quorum did), with up to
+    MOST_NAMED of its writes. A safekeeper that did not answer may hold everything. Polls
+    without `begun` (written before it was recorded) are passed over."""
+    keepers = keepers_of(rounds)
+    quorum = len(keepers) // 2 + 1
+    acked = sorted((op for op in writes if op.get("lsn") is not None),
+                   key=lambda op: op["complete_time"])  # fmt: skip
+    pending: list[tuple[int, int]] = []  # (lsn, position in acked) of writes not yet named
+    i = 0
+    found: list[dict[str, Any]] = []
+    for r in rounds:
+        begun, nodes = r.get("begun"), r.get("nodes") or {}
+        if begun is None or not any(n in nodes for n in keepers):
+            continue
+        while i < len(acked) and acked[i]["complete_time"] < begun:
+            bisect.insort(pending, (acked[i]["lsn"], i))
+            i += 1
+        flushes = {n: (nodes[n].get("flush_lsn") or 0) if n in nodes else None for n in keepers}
+        reach = sorted((1 << 62 if f is None else f for f in flushes.values()), reverse=True)
+        beyond = bisect.bisect_right(pending, (reach[quorum - 1], len(acked)))
+        if beyond == len(pending):
+            continue
+        gone = bisect.bisect_right(pending, (reach[0], len(acked)))
+        named = [acked[at] for _, at in pending[beyond:]]
+        del pending[beyond:]
+        split = gone - beyond
+        for kind, ops in (
+            ("acknowledged-write-beyond-quorum", named[:split]),
+            ("lost-acknowledged-write", named[split:]),
+        ):
+            if ops:
+                found.append(_beyond_quorum(kind, ops, r, flushes, quorum))
+    return found
+
+
+def _beyond_quorum(
+    kind: str,
+    ops: list[dict[str, Any]],
+    r: dict[str, Any],
+    flushes: dict[str, int | None],
+    quorum: int,
+) -> dict[str, Any]:
+    first = ops[0]
+    held = ", ".join(f"{n} {'no answer' if f is None else lsn_text(f)}" for n, f in flushes.items())
+    fate = (
+        "no safekeeper holds its WAL: the acknowledged write is lost"
+        if kind == "lost-acknowledged-write"
+        else f"fewer than a quorum ({quorum}) hold it: one more failure loses it"
+    )
+    others = f" (and {len(ops) - 1} more acknowledged writes)" if len(ops) > 1 else ""
+    return {
+        "type": kind,
+        "ops": ops[:MOST_NAMED],
+        "count": len(ops),
+        "window_ns": [first["complete_time"], r["time"]],
+        "explanation": (
+            f"the write at index {first['invoke_index']} ({first['f']} "
+            f"{json.dumps(first.get('invoke_value'))}), acknowledged by {first.get('node')} at "
+            f"{first['complete_time'] / NS_PER_S:.1f} s with its WAL past "
+            f"{lsn_text(first['lsn'])}{others}, was not on a quorum's disks at "
+            f"{r['time'] / NS_PER_S:.1f} s (flush positions: {held}): {fate}"
+        ),
+    }
+
+
 def check(ops: Any, polls: str | None = None, digests: str | None = None) -> dict[str, Any]:
     """The verdict on a run's polls file (`polls`) and end-of-run WAL checksums (`digests`),
-    and, where the polls give generations, on its acknowledged writes (`ops`: plain
-    operations, or only the nemesis's and the acknowledged writes: the faults' windows tell
-    when the cluster was left alone); a history without them has nothing to check."""
+    and on its acknowledged writes where they recorded WAL positions or the polls give
+    generations (`ops`: plain operations, or only the nemesis's and the acknowledged writes:
+    the faults' windows tell when the cluster was left alone); a history without them has
+    nothing to check."""
     result: dict[str, Any] = {"valid": True, "anomaly_types": [], "anomalies": [], "rounds": 0}
     if polls is not None and Path(polls).is_file():
         rounds = read_rounds(Path(polls))
@@ -390,6 +473,8 @@ def check(ops: Any, polls: str | None = None, digests: str | None = None) -> dic
         end = max([end_of(ops) or 0, *(r["time"] for r in rounds[-1:])])
         windows = [(w["start"], w["end"]) for w in fault_windows(faults(ops), end)]
         result["anomalies"] += elections_without_faults(rounds, windows)
+        acked = [op for op in ops if op["type"] == "ok" and op.get("lsn") is not None]
+        result["anomalies"] += unreplicated_acknowledged(rounds, acked)
         if generations(rounds):
             writes = [op for op in ops if op["type"] == "ok" and op["process"] != NEMESIS
                       and is_write(op)]  # fmt: skip

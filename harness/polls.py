@@ -1,7 +1,8 @@
 """The cluster's own account of itself while a run goes: the cluster kind's poll, about once a
 second, appended to cluster.jsonl beside the history whenever it changes, on the history's
-clock. A line is {"time": ns since the run started, "nodes": {node: what it said}}; a node that
-did not answer is absent from its line. The cluster-state checker reads it.
+clock. A line is {"time": ns since the run started, "begun": when the poll was sent, "nodes":
+{node: what it said}}; a node that did not answer is absent from its line. Every answer was
+given between `begun` and `time`. The cluster-state checker reads it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class PollRecorder:
         last: dict[str, dict[str, Any]] | None = None
         with self.path.open("a", encoding="utf-8") as f:
             while not stop.wait(INTERVAL):
+                begun = self.clock()
                 try:
                     state = self.poll()
                 except Exception as e:  # a poll is best effort: the run goes on without it
@@ -37,6 +39,7 @@ class PollRecorder:
                     continue
                 self.rounds += 1
                 if state and state != last:
-                    f.write(json.dumps({"time": self.clock(), "nodes": state}) + "\n")
+                    line = {"time": self.clock(), "begun": begun, "nodes": state}
+                    f.write(json.dumps(line) + "\n")
                     f.flush()
                     last = state

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checkers.cluster_state import analyse, check, divergence, read_rounds
 from checkers.cluster_state import check as plain_check
 from checkers.spark.cluster_state import check as fed_check
@@ -322,5 +324,73 @@ def test_elections_under_a_fault_or_right_after_it_or_few_are_no_anomaly(
     one election every ten seconds later on: five in any twenty seconds at most."""
     rises = {t: 2 for t in range(11, 17)} | {t: 1 for t in range(21, 30)} | {35: 1, 45: 1, 55: 1}
     history, polls = _duel_run(tmp_path, write_history, rises)
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["valid"] is True, result["anomalies"]
+
+
+def _powered_run(
+    tmp_path: Path, write_history: Any, after: dict[str, int | None]
+) -> tuple[Path, Path]:
+    """Three safekeepers hold WAL to 1000 while adds are acknowledged, each past 100·i; at
+    the poll sent at 9.5 s their flush positions are `after` (None: no answer). The last add
+    is acknowledged at 9.7 s, after that poll was sent, and held to no poll."""
+    polls = tmp_path / "cluster.jsonl"
+    before = {n: safekeeper(1, [[1, 0]], 100, 1000) for n in ("n3", "n4", "n5")}
+    later = {n: safekeeper(1, [[1, 0]], 100, f) for n, f in after.items() if f is not None}
+    rounds = [
+        {"time": 5 * S, "begun": 5 * S - 20 * MS, "nodes": before},
+        {"time": 10 * S, "begun": 9_500 * MS, "nodes": later},
+    ]
+    polls.write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    events: list[tuple[int, dict[str, Any]]] = []
+    for i in range(1, 10):
+        base = {"process": i, "f": "add", "value": i, "node": "n1"}
+        acked_at = 9_700 if i == 9 else i * 1000
+        events += [
+            (acked_at - 10, {**base, "type": "invoke"}),
+            (acked_at, {**base, "type": "ok", "lsn": 100 * i}),
+        ]
+    return _written(write_history, events), polls
+
+
+def test_acknowledged_writes_no_safekeeper_holds_after_a_power_fault_are_lost(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    """As `--bug skip-fsync` under `power`: every safekeeper comes back with only the WAL it
+    synced long ago."""
+    history, polls = _powered_run(tmp_path, write_history, {"n3": 450, "n4": 450, "n5": 300})
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["anomaly_types"] == ["lost-acknowledged-write"]
+    (lost,) = result["anomalies"]
+    assert [op["value"] for op in lost["ops"]] == [5, 6, 7, 8]  # 9 came after the poll was sent
+    assert lost["count"] == 4
+    assert (
+        "index" in lost["explanation"] and "(and 3 more acknowledged writes)" in lost["explanation"]
+    )
+    assert "no safekeeper holds its WAL" in lost["explanation"]
+
+
+def test_acknowledged_writes_only_a_minority_holds_are_beyond_the_quorum(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    history, polls = _powered_run(tmp_path, write_history, {"n3": 1000, "n4": 650, "n5": 300})
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["anomaly_types"] == ["acknowledged-write-beyond-quorum"]
+    (beyond,) = result["anomalies"]
+    assert [op["value"] for op in beyond["ops"]] == [7, 8]  # n3 alone holds them
+    assert "fewer than a quorum (2) hold it" in beyond["explanation"]
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        pytest.param({"n3": 1000, "n4": 1000, "n5": 300}, id="a-minority-lost-its-wal"),
+        pytest.param({"n3": 1000, "n4": None, "n5": 300}, id="one-holds-one-silent"),
+    ],
+)
+def test_acknowledged_writes_a_quorum_may_hold_are_no_anomaly(
+    tmp_path: Path, write_history: Any, ops_of: Any, after: dict[str, int | None]
+) -> None:
+    history, polls = _powered_run(tmp_path, write_history, after)
     result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
     assert result["valid"] is True, result["anomalies"]
