@@ -140,6 +140,13 @@ def analyse(
             row["note"] = "the run's writes had ended"
             result["windows"].append(row)
             continue
+        holding = [o for o in windows if o.start <= w.end < o.end and o is not w]
+        if holding:  # a fault nested in another: the cluster was not left alone at its heal
+            row["recovery_s"] = None
+            row["inside"] = holding[0].fault
+            row["note"] = f"healed while the {holding[0].fault} it was inside held"
+            result["windows"].append(row)
+            continue
         k = bisect.bisect_left(writes, w.end)
         after = writes[k] if k < len(writes) else None
         until = after if after is not None else last

@@ -6,12 +6,14 @@ The runner uses only `validate`, `build` and `heal_nodes`; `harness cluster down
 Packages (`--nemesis a,b,…`): `none`; `partition` (a random shape each time) and one package per
 shape, `partition-majority`, `partition-ring` (majorities ring), `partition-primary`,
 `partition-one`, `partition-halves`, `partition-bridge`; `kill`, `pause`, `clock`, `packet` on
-random targets (one, minority, majority, all or primaries), `kill-primary`, `pause-primary`; and
-`all`, every fault kind the cluster's node count allows, and the partition, kill and pause of
-the leader as packages of their own. On a kind with a coordination service
-(ZooKeeper, for `manatee`): `partition-zookeeper` (the primary cut off from the coordinators
-only: its session expires while clients still reach it), `kill-zookeeper` and `pause-zookeeper`
-(every coordinator at once). See `nemesis.schedule` for the schedule and the history events.
+random targets (one, minority, majority, all or primaries), `kill-primary`, `pause-primary`;
+`composite`, a partition (the leader's, half the time) with a kill or a pause of random targets
+inside it; and `all`, every fault kind the cluster's node count allows, the partition, kill
+and pause of the leader as packages of their own, and `composite`. On a kind with a
+coordination service (ZooKeeper, for `manatee`): `partition-zookeeper` (the primary cut off
+from the coordinators only: its session expires while clients still reach it),
+`kill-zookeeper` and `pause-zookeeper` (every coordinator at once). See `nemesis.schedule` for
+the schedule and the history events.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from nemesis.partition import PRIMARY_COORDINATORS, Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.processes import continue_stopped
-from nemesis.schedule import Package, ScheduledNemesis
+from nemesis.schedule import Nested, Package, ScheduledNemesis
 from nemesis.targets import COORDINATORS, TARGETS
 
 Make = Callable[[list[str], random.Random], Fault]
@@ -54,6 +56,17 @@ def _targeted(cls: type[Kill | Pause | Clock | Packet | Power], target: str | No
     return lambda nodes, rng: cls.planned_for(target or rng.choice(TARGETS), nodes, rng)
 
 
+def _composite(nodes: list[str], rng: random.Random) -> Nested:
+    """A partition with a crash or a pause inside it: half the time the leader's partition, so
+    that a fenced proxy's cluster restarts under it (seed 000's fencing, seed 001's recovery
+    of WAL, exercised at once)."""
+    outer = (
+        _partition("primaries")(nodes, rng) if rng.random() < 0.5 else _any_partition(nodes, rng)
+    )
+    inner = _targeted(rng.choice((Kill, Pause)))(nodes, rng)
+    return Nested(outer, inner)
+
+
 PACKAGES: dict[str, Package] = {
     p.name: p
     for p in (
@@ -71,6 +84,7 @@ PACKAGES: dict[str, Package] = {
         Package("clock", 1, _targeted(Clock)),
         Package("packet", 1, _targeted(Packet)),
         Package("power", 1, _targeted(Power)),
+        Package("composite", MIN_NODES_PRIMARIES, _composite),
         Package("partition-zookeeper", 2, _partition(PRIMARY_COORDINATORS), True),
         Package("kill-zookeeper", 1, _targeted(Kill, COORDINATORS), True),
         Package("pause-zookeeper", 1, _targeted(Pause, COORDINATORS), True),
@@ -84,6 +98,7 @@ EVERY_KIND = ("partition", "kill", "pause", "clock", "packet", "power")  # what 
 # one kind among many, a partition of the leader came once in 36 faults, yet deposing
 # the leader is what a failover cluster must survive (Jepsen aims at primaries as often).
 AT_THE_LEADER = ("partition-primary", "kill-primary", "pause-primary")
+COMPOSITE = ("composite",)  # ... and faults inside faults, which no single kind makes
 POWER = "power"  # needs the backend's power layer under the nodes' state
 
 
@@ -124,7 +139,7 @@ def packages(
         if name == ALL:
             chosen += [
                 k
-                for k in (*EVERY_KIND, *AT_THE_LEADER)
+                for k in (*EVERY_KIND, *AT_THE_LEADER, *COMPOSITE)
                 if PACKAGES[k].min_nodes <= node_count and (power or k != POWER)
             ]
             chosen += list(ON_COORDINATORS) if coordinated else []

@@ -1,9 +1,12 @@
 """The schedule of faults, drawn from the seed, and the nemesis that runs it and heals.
 
-Faults never overlap: a quiet gap, a fault, a quiet gap, a fault… Each gap and each fault lasts
-a time drawn uniformly from [interval/2, 3·interval/2], so on average one nemesis action (a
+Faults follow each other: a quiet gap, a fault, a quiet gap, a fault… Each gap and each fault
+lasts a time drawn uniformly from [interval/2, 3·interval/2], so on average one nemesis action (a
 start or a stop) follows another every `interval` seconds, as Jepsen's --nemesis-interval. Each
-fault comes from one of the chosen packages, picked at random. Everything (package, shape,
+fault comes from one of the chosen packages, picked at random. A package may make a fault with
+another inside it (`Nested`: a kill while a partition is in place): the inner one starts
+between a tenth and two fifths into the outer one and ends before it, each with events of its
+own. Everything (package, shape,
 targets, amounts, times) is drawn when the schedule is planned from `Random("nemesis:<seed>")`,
 so the same seed and nodes give the same schedule; only `primaries` is resolved when the fault
 starts, since who leads is known only then.
@@ -43,13 +46,29 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Nested:
+    """Two faults at once, one inside the other: a crash or a pause while a partition holds is
+    what turns a partition's stale leader and a restart's recovery into one history."""
+
+    outer: Fault
+    inner: Fault
+
+
+@dataclass(frozen=True)
 class Package:
     """A named source of faults (`--nemesis NAME`): makes the next fault from nodes and RNG."""
 
     name: str
     min_nodes: int
-    make: Callable[[list[str], random.Random], Fault]
+    make: Callable[[list[str], random.Random], Fault | Nested]
     on_coordinators: bool = False  # aimed at a coordination service: only kinds that have one
+
+
+@dataclass(frozen=True)
+class Inner:
+    after: float  # seconds into the outer fault it starts
+    fault: Fault
+    duration: float  # seconds it lasts; it ends before the outer one
 
 
 @dataclass(frozen=True)
@@ -57,6 +76,7 @@ class Step:
     gap: float  # seconds of quiet before the fault
     fault: Fault
     duration: float  # seconds the fault lasts
+    inner: Inner | None = None
 
 
 def plan(packages: list[Package], nodes: list[str], seed: int, interval: float) -> Iterator[Step]:
@@ -64,8 +84,14 @@ def plan(packages: list[Package], nodes: list[str], seed: int, interval: float) 
     rng = random.Random(f"nemesis:{seed}")
     while True:
         gap = rng.uniform(interval / 2, interval * 3 / 2)
-        fault = rng.choice(packages).make(nodes, rng)
-        yield Step(gap, fault, rng.uniform(interval / 2, interval * 3 / 2))
+        made = rng.choice(packages).make(nodes, rng)
+        duration = rng.uniform(interval / 2, interval * 3 / 2)
+        if not isinstance(made, Nested):
+            yield Step(gap, made, duration)
+            continue
+        after = rng.uniform(0.1, 0.4) * duration
+        inner = Inner(after, made.inner, rng.uniform(0.2, 0.5) * duration)
+        yield Step(gap, made.outer, duration, inner)
 
 
 class ScheduledNemesis(Nemesis):
@@ -92,15 +118,34 @@ class ScheduledNemesis(Nemesis):
         for step in plan(self.packages, nodes, self.seed, self.interval):
             if stop.wait(step.gap):
                 return
-            with self._lock:
-                if stop.is_set():
+            if not self._start_at(step.fault, stop):
+                return
+            rest = step.duration
+            if step.inner is not None:
+                inner = step.inner
+                if stop.wait(inner.after) or not self._start_at(inner.fault, stop):
                     return
-                self._start(step.fault)
-            if stop.wait(step.duration):
+                if stop.wait(inner.duration):
+                    return
+                self._stop_at(inner.fault)
+                rest -= inner.after + inner.duration
+            if stop.wait(rest):
                 return  # the runner's heal stops it
-            with self._lock:
-                if step.fault in self._active:
-                    self._stop(step.fault, "schedule")
+            self._stop_at(step.fault)
+
+    def _start_at(self, fault: Fault, stop: threading.Event) -> bool:
+        """Start `fault` unless the run is ending; whether it started."""
+        with self._lock:
+            if stop.is_set():
+                return False
+            self._start(fault)
+            return True
+
+    def _stop_at(self, fault: Fault) -> None:
+        """Stop `fault` as the schedule says, unless a heal already did."""
+        with self._lock:
+            if fault in self._active:
+                self._stop(fault, "schedule")
 
     def heal(self) -> None:
         with self._lock:

@@ -87,6 +87,17 @@ def test_time_under_a_later_fault_does_not_count_against_the_recovery() -> None:
     assert result["valid"] is True
 
 
+def test_a_fault_healed_inside_another_has_no_recovery_of_its_own() -> None:
+    """`composite`: a kill from 12 to 18 inside a partition from 10 to 30; writes again at 31.
+    The cluster is left alone only when the partition heals: its recovery is the one."""
+    windows = [Window("partition", 10, 30), Window("kill", 12, 18)]
+    writes = every(0, 10) + every(31, 60)
+    result = analyse(writes, windows, (0, 60), max_recovery=10)
+    inner = next(r for r in result["windows"] if r["fault"] == "kill")
+    assert inner["recovery_s"] is None and inner["inside"] == "partition"
+    assert result["worst_recovery_s"] == 1 and result["valid"] is True
+
+
 def test_the_seed0_shape_faults_every_ten_seconds_and_no_write_for_400_s() -> None:
     """The users' run: from 200 s on no write committed while faults came and went."""
     windows = [Window("partition", t, t + 8) for t in range(10, 600, 16)]
