@@ -571,6 +571,34 @@ def test_kill_leaves_no_child_of_a_parent_that_forks_all_the_time(
     assert left == [], f"{len(left)} children escaped the kill"
 
 
+# --- composite -------------------------------------------------------------------------------
+
+
+def echo_running(node: Node) -> bool:
+    return bool(tree(process_table(node), re.escape(ECHO_PATH)))
+
+
+def test_a_kill_inside_a_partition_leaves_the_partition_and_restarts_behind_it(
+    plain: PlainCluster, nodes: list[Node]
+) -> None:
+    """`composite`'s two faults act on each other's nodes: the kill and its restart neither lift
+    the partition nor escape it, and the partition's heal comes after the restart."""
+    names = [n.name for n in nodes]
+    plain.leader_name = "n2"
+    outer = Partition.planned("primaries", names, random.Random(3))
+    grudge = {n: frozenset(v) for n, v in outer.start(plain)["grudge"].items()}
+    assert grudge["n2"] == frozenset(names) - {"n2"}  # the leader alone
+    inner = Kill("primaries", None)
+    assert inner.start(plain)["targets"] == ["n2"]
+    assert not echo_running(nodes[1])
+    assert reachable(nodes) == expected(grudge)
+    inner.stop(plain)
+    eventually(lambda: echo_running(nodes[1]), "the killed echo server restarted")
+    assert reachable(nodes) == expected(grudge)  # restarted, and still cut off
+    outer.stop(plain)
+    assert all(reachable(nodes).values())
+
+
 # --- heal_nodes ----------------------------------------------------------------------------
 
 
