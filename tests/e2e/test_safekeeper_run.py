@@ -88,3 +88,27 @@ def test_the_confirm_rollback_mode_fails_over_and_stays_valid(store: Path) -> No
     logs = (run / "nodes" / "n2" / "harness" / "compute.log").read_text()
     took_over = logs.index("taking over")
     assert "no transaction of an earlier leader waits: taking writes" in logs[took_over:]
+
+
+def test_writes_acknowledged_without_fsync_are_named_lost_after_a_power_fault(
+    store: Path,
+) -> None:
+    """`--bug skip-fsync` under `power`: seed 0's first fault (about 15 s in) powers every
+    safekeeper off, and each comes back with only the WAL it ever synced. The writes whose WAL
+    positions lie past what any safekeeper holds are named, from the history's own `lsn`s."""
+    result = harness(
+        "run", "--cluster", "safekeeper", "--workload", "set", "--nemesis", "power",
+        "--bug", "skip-fsync", "--time", "30", "--settle", "2", "--seed", "0",
+        "--store", str(store),
+    )  # fmt: skip
+    run = (store / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    assert result.returncode == 1, results
+    state = results["checkers"]["cluster-state"]
+    assert "lost-acknowledged-write" in state["anomaly_types"], state["anomaly_types"]
+    lost = next(a for a in state["anomalies"] if a["type"] == "lost-acknowledged-write")
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    acked = {e["index"]: e for e in history if e["type"] == "ok" and "lsn" in e}
+    for op in lost["ops"]:
+        assert acked[op["complete_index"]]["lsn"] == op["lsn"]
+    assert lost["count"] >= len(lost["ops"]) > 0
