@@ -22,6 +22,11 @@ promises, as Jepsen reads a database's own records:
   quorum's disks; a correct safekeeper's flush position never falls below what it acknowledged
   (its disk keeps what it synced, and it truncates only what was never committed).
 
+- `vclock-backwards` (Tarantool, whose instances report their vclocks): a component of an
+  instance's vclock (how far it has applied one instance's writes; component 0, its local
+  changes, is left out) went down between two polls: transactions it had written to its WAL,
+  and may have acknowledged to a quorum, are gone.
+
 - `elections-without-faults`: more than MOST_QUIET_TERMS terms (or generations) began within
   QUIET_SPAN_S seconds while no fault was in place nor had healed in the last SETTLE_S
   seconds. A correct cluster elects when a leader fails; proposers that keep deposing each
@@ -110,9 +115,11 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     terms: dict[str, tuple[int, int]] = {}  # safekeeper → its last term, and when
     keepers = keepers_of(rounds)
     reported: dict[str, tuple[int, int]] = {}  # each safekeeper's commit LSN last round, and when
+    vclocks: dict[str, tuple[dict[str, int], int]] = {}  # each instance's last vclock, and when
     for r in rounds:
         t, nodes = r["time"], r.get("nodes") or {}
         anomalies += _per_round(t, nodes, terms, keepers, reported)
+        anomalies += _vclocks_backwards(t, nodes, vclocks)
         serving = tuple(sorted(n for n, s in nodes.items() if s.get("serving")))
         if len(serving) > 1 and serving != serving_before:
             who = ", ".join(f"{n} (term {nodes[n].get('term')})" for n in serving)
@@ -230,6 +237,37 @@ def _per_round(
                 )
         reported.clear()
         reported.update({n: (s.get("commit_lsn") or 0, t) for n, s in polled.items()})
+    return found
+
+
+def _vclocks_backwards(
+    t: int, nodes: dict[str, dict[str, Any]], last: dict[str, tuple[dict[str, int], int]]
+) -> list[dict[str, Any]]:
+    """`vclock-backwards`: instances whose vclock has a replicated component lower than at
+    their last poll."""
+    found = []
+    for n, s in nodes.items():
+        if "vclock" not in s:
+            continue
+        now = {str(k): int(v) for k, v in (s["vclock"] or {}).items()}
+        before, when = last.get(n, ({}, t))
+        fell = sorted(
+            (k, v, now.get(k, 0)) for k, v in before.items() if k != "0" and now.get(k, 0) < v
+        )
+        if fell:
+            which = "; ".join(f"component {k} from {a} to {b}" for k, a, b in fell)
+            found.append(
+                {
+                    "type": "vclock-backwards",
+                    "window_ns": [when, t],
+                    "explanation": (
+                        f"{n}'s vclock went back between {when / NS_PER_S:.1f} s and "
+                        f"{t / NS_PER_S:.1f} s ({which}): transactions it had written to its "
+                        "WAL are gone"
+                    ),
+                }
+            )
+        last[n] = (now, t)
     return found
 
 

@@ -170,12 +170,17 @@ class TarantoolCluster(ClusterKind):
         return {}
 
     def poll(self) -> dict[str, dict[str, Any]]:
-        """Which nodes take writes. Tarantool has no term, and more than one writable node is
-        the procedure's known weakness, not a broken promise: so `writable`, not `serving`."""
+        """Which nodes take writes, and each one's vclock (how far it applied each instance's
+        writes). Tarantool has no term, and more than one writable node is the procedure's
+        known weakness, not a broken promise: so `writable`, not `serving`."""
         names = [n.name for n in self.nodes]
         with ThreadPoolExecutor(len(names)) as pool:
             roles = dict(zip(names, pool.map(self.role, self.nodes), strict=True))
-        return {name: {"writable": role.get("ro") is False} for name, role in roles.items() if role}
+        return {
+            name: {"writable": role.get("ro") is False, "vclock": role.get("vclock") or {}}
+            for name, role in roles.items()
+            if role
+        }
 
     def controller_state(self) -> dict[str, Any]:
         out = self.controller_node.exec(f"cat {STATE_FILE}", check=False).output

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 import tarantool
 
+from checkers.cluster_state import analyse
 from checkers.rollback import rolled_back
 from clusters.backend import Node
 from clusters.docker_backend import DockerBackend
-from clusters.tarantool_qsync import FAILOVER_AFTER, TarantoolCluster
+from clusters.tarantool_qsync import DATA_DIR, FAILOVER_AFTER, TarantoolCluster
 from nemesis.clock import Clock
 from nemesis.kill import Kill
 from nemesis.partition import Partition
@@ -241,3 +242,42 @@ def test_the_controller_fails_over_when_the_leader_is_killed(cluster: TarantoolC
     assert cluster.role(restarted)["ro"] is True  # a restarted node never takes writes by itself
     eventually(lambda: element in elements(cluster, old), f"{old} catching up")
     assert cluster.leader() == leader
+
+
+def test_an_instance_restarted_from_older_files_is_a_vclock_going_back(
+    cluster: TarantoolCluster,
+) -> None:
+    """The cluster-state checker holds Tarantool's vclocks to never going back: a replica that
+    acknowledged writes and then restarts, cut off, from a copy of its files taken before them
+    has lost them, and the polls say so; the polls before it, with writes going on, do not."""
+    leader = cluster.leader()
+    names = [n.name for n in cluster.nodes]
+    replica = next(n for n in names if n not in (leader, cluster.controller_node.name))
+    target, sets, c = node(cluster, replica), SetWorkload(OPTIONS), client(cluster)
+    copy = f"{DATA_DIR}.before"
+    kill = Kill("one", [replica])
+    kill.start(cluster)
+    target.exec(f"rm -rf {copy} && cp -a {DATA_DIR} {copy}")
+    kill.stop(cluster)
+    eventually(lambda: cluster.role(target).get("status") == "running", f"{replica} back")
+    rounds = [{"time": 1, "nodes": cluster.poll()}]
+    written = [committed(c, sets, "add", next(ELEMENTS)).value for _ in range(20)]
+    eventually(lambda: written[-1] in elements(cluster, replica), f"{replica} applying them")
+    rounds.append({"time": 2, "nodes": cluster.poll()})
+    assert analyse(rounds)["valid"] is True
+    grudge = {n: frozenset(names) - {n} if n == replica else frozenset({replica}) for n in names}
+    alone = Partition("one", grudge)
+    alone.start(cluster)
+    try:
+        kill.start(cluster)
+        target.exec(f"rm -rf {DATA_DIR} && mv {copy} {DATA_DIR}")
+        kill.stop(cluster)
+        eventually(lambda: cluster.role(target).get("status") == "running", f"{replica} back")
+        rounds.append({"time": 3, "nodes": cluster.poll()})
+    finally:
+        alone.stop(cluster)
+        c.close()
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["vclock-backwards"], result["anomalies"]
+    assert f"{replica}'s vclock went back" in result["anomalies"][0]["explanation"]
+    eventually(lambda: written[-1] in elements(cluster, replica), f"{replica} catching up")

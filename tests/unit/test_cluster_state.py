@@ -394,3 +394,37 @@ def test_acknowledged_writes_a_quorum_may_hold_are_no_anomaly(
     history, polls = _powered_run(tmp_path, write_history, after)
     result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
     assert result["valid"] is True, result["anomalies"]
+
+
+def tarantool(writable: bool, vclock: dict[str, int]) -> dict[str, Any]:
+    return {"writable": writable, "vclock": vclock}
+
+
+def test_a_tarantool_vclock_that_goes_back_lost_what_it_had_written() -> None:
+    rounds = [
+        {
+            "time": 1 * S,
+            "nodes": {"n1": tarantool(True, {"1": 50}), "n2": tarantool(False, {"1": 48})},
+        },
+        {"time": 2 * S, "nodes": {"n1": tarantool(True, {"1": 60})}},  # n2 restarting
+        {
+            "time": 3 * S,
+            "nodes": {"n1": tarantool(True, {"1": 70}), "n2": tarantool(False, {"1": 30})},
+        },
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["vclock-backwards"]
+    (anomaly,) = result["anomalies"]
+    assert anomaly["window_ns"] == [1 * S, 3 * S]
+    assert "n2's vclock went back" in anomaly["explanation"]
+    assert "component 1 from 48 to 30" in anomaly["explanation"]
+
+
+def test_vclocks_that_only_grow_and_a_local_component_are_no_anomaly() -> None:
+    """Component 0 counts an instance's local changes, which are not replicated."""
+    rounds = [
+        {"time": 1 * S, "nodes": {"n2": tarantool(False, {"0": 9, "1": 48})}},
+        {"time": 3 * S, "nodes": {"n2": tarantool(True, {"0": 2, "1": 48, "2": 5})}},
+        {"time": 4 * S, "nodes": {"n2": tarantool(True, {"0": 3, "1": 48, "2": 9})}},
+    ]
+    assert analyse(rounds)["valid"] is True
