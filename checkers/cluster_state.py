@@ -27,6 +27,12 @@ promises, as Jepsen reads a database's own records:
   changes, is left out) went down between two polls: transactions it had written to its WAL,
   and may have acknowledged to a quorum, are gone.
 
+- Manatee's cluster state in ZooKeeper (seed 004), polled as the entry COORDINATION: G only
+  grows (`generation-backwards`); P, S and init_wal are immutable within a generation
+  (`generation-rewritten`); the peer that declares G+1, its P, was P or S of G
+  (`takeover-by-outsider`); init_wal, a position in P's WAL, never goes back from one
+  generation to the next (`init-wal-backwards`); and P is never its own S (`primary-is-sync`).
+
 - `elections-without-faults`: more than MOST_QUIET_TERMS terms (or generations) began within
   QUIET_SPAN_S seconds while no fault was in place nor had healed in the last SETTLE_S
   seconds. A correct cluster elects when a leader fails; proposers that keep deposing each
@@ -60,6 +66,7 @@ from checkers.availability import is_write
 from checkers.operations import end_of, faults
 from checkers.stats import fault_windows
 from harness.history import NEMESIS
+from harness.polls import COORDINATION
 
 NS_PER_S = 1e9
 SETTLE_S = 10.0  # after a fault heals, twice the failover timeout for the cluster to settle
@@ -116,10 +123,12 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     keepers = keepers_of(rounds)
     reported: dict[str, tuple[int, int]] = {}  # each safekeeper's commit LSN last round, and when
     vclocks: dict[str, tuple[dict[str, int], int]] = {}  # each instance's last vclock, and when
+    declared: list[tuple[dict[str, Any], int]] = []  # the last cluster state seen, and when
     for r in rounds:
         t, nodes = r["time"], r.get("nodes") or {}
         anomalies += _per_round(t, nodes, terms, keepers, reported)
         anomalies += _vclocks_backwards(t, nodes, vclocks)
+        anomalies += _generation_rules(t, nodes.get(COORDINATION), declared)
         serving = tuple(sorted(n for n, s in nodes.items() if s.get("serving")))
         if len(serving) > 1 and serving != serving_before:
             who = ", ".join(f"{n} (term {nodes[n].get('term')})" for n in serving)
@@ -269,6 +278,47 @@ def _vclocks_backwards(
             )
         last[n] = (now, t)
     return found
+
+
+def _generation_rules(
+    t: int, said: dict[str, Any] | None, declared: list[tuple[dict[str, Any], int]]
+) -> list[dict[str, Any]]:
+    """Seed 004's rules, from this round's cluster state against the last one seen, each time
+    it changes."""
+    state = (said or {}).get("cluster_state")
+    if not state or (declared and state == declared[-1][0]):
+        return []
+    g, p, sync, wal = (state.get(k) for k in ("generation", "primary", "sync", "init_wal"))
+    found: list[tuple[str, str]] = []
+    if p is not None and p == sync:
+        found.append(("primary-is-sync", f"{p} is both P and S of generation {g}"))
+    if declared:
+        before, when = declared[-1]
+        g0, p0, s0, wal0 = (before.get(k) for k in ("generation", "primary", "sync", "init_wal"))
+        was = f"generation {g0} (P {p0}, S {s0}, init_wal {wal0}) at {when / NS_PER_S:.1f} s"
+        now = f"generation {g} (P {p}, S {sync}, init_wal {wal})"
+        if g < g0:
+            found.append(("generation-backwards", f"{was}, then {now}: G went back"))
+        elif g == g0 and (p, sync, wal) != (p0, s0, wal0):
+            found.append(("generation-rewritten", f"{was}, then {now}: P, S and init_wal "
+                          "are fixed for a generation's life"))  # fmt: skip
+        elif g == g0 + 1 and p not in (p0, s0):
+            found.append(("takeover-by-outsider", f"{was}, then {now}: only P or S of a "
+                          "generation may declare the next"))  # fmt: skip
+        if g > g0 and wal is not None and wal0 is not None and wal < wal0:
+            found.append(("init-wal-backwards", f"{was}, then {now}: init_wal, a position in "
+                          "P's WAL when the generation began, went back"))  # fmt: skip
+    since = declared[-1][1] if declared else t
+    declared[:] = [(state, t)]
+    return [_rule(kind, why, since, t) for kind, why in found]
+
+
+def _rule(kind: str, why: str, since: int, t: int) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "window_ns": [since, t],
+        "explanation": f"ZooKeeper's cluster state at {t / NS_PER_S:.1f} s: {why}",
+    }
 
 
 def read_rounds(path: Path) -> list[dict[str, Any]]:

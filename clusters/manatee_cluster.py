@@ -41,6 +41,7 @@ from clusters.kind import (
     wait_until,
 )
 from harness.errors import BadInput
+from harness.polls import COORDINATION
 
 SITTERS = Path(__file__).parent / "manatee"
 INSTALL = "/opt/manatee"
@@ -304,7 +305,8 @@ class ManateeCluster(ClusterKind):
     def poll(self) -> dict[str, dict[str, Any]]:
         """Each peer's role in the current generation, whether its Postgres takes writes and,
         if it does, the generation in which it was made primary (the leader lane's): a deposed
-        primary that still takes writes shows with its old generation."""
+        primary that still takes writes shows with its old generation. And the cluster state's
+        G, P, S and init_wal, as ZooKeeper holds them."""
         state = self.cluster_state() or {}
         generation = state.get("generation")
         if state.get("primary") and generation:
@@ -323,6 +325,9 @@ class ManateeCluster(ClusterKind):
                 "writable": own["writable"],
                 "generation": self._made_primary.get(name) if own["writable"] else None,
             }
+        if generation:  # the cluster state itself, held to seed 004's rules by the checker
+            fields = ("generation", "primary", "sync", "init_wal")
+            polled[COORDINATION] = {"cluster_state": {k: state.get(k) for k in fields}}
         return polled
 
     def status(self) -> dict[str, Any]:

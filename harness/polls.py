@@ -1,7 +1,8 @@
 """The cluster's own account of itself while a run goes: the cluster kind's poll, about once a
 second, appended to cluster.jsonl beside the history whenever it changes, on the history's
 clock. A line is {"time": ns since the run started, "begun": when the poll was sent, "nodes":
-{node: what it said}}; a node that did not answer is absent from its line. Every answer was
+{node: what it said}}; a node that did not answer is absent from its line, and an entry named
+COORDINATION holds what the coordination service said, where the kind has one. Every answer was
 given between `begun` and `time`. The cluster-state checker reads it.
 """
 
@@ -17,6 +18,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 INTERVAL = 1.0
+# A line's entry for what a kind's coordination service holds (Manatee's cluster state in
+# ZooKeeper), beside its nodes' own accounts.
+COORDINATION = "zookeeper"
 
 
 class PollRecorder:

@@ -13,6 +13,7 @@ import pytest
 from checkers.cluster_state import analyse, check, divergence, read_rounds
 from checkers.cluster_state import check as plain_check
 from checkers.spark.cluster_state import check as fed_check
+from harness.polls import COORDINATION
 from tests.unit.conftest import MS, both_ways
 
 S = 1_000_000_000
@@ -428,3 +429,49 @@ def test_vclocks_that_only_grow_and_a_local_component_are_no_anomaly() -> None:
         {"time": 4 * S, "nodes": {"n2": tarantool(True, {"0": 3, "1": 48, "2": 9})}},
     ]
     assert analyse(rounds)["valid"] is True
+
+
+def zk(generation: int, primary: str, sync: str, init_wal: int) -> dict[str, Any]:
+    """The poll's entry for Manatee's cluster state in ZooKeeper."""
+    state = {"generation": generation, "primary": primary, "sync": sync, "init_wal": init_wal}
+    return {COORDINATION: {"cluster_state": state}}
+
+
+def test_generations_declared_by_the_rules_of_seed_004_are_valid() -> None:
+    """The sync takes over (G 2), then the new primary replaces its sync (G 3)."""
+    rounds = [
+        {"time": 1 * S, "nodes": zk(1, "n1", "n2", 100)},
+        {"time": 2 * S, "nodes": zk(1, "n1", "n2", 100)},
+        {"time": 5 * S, "nodes": zk(2, "n2", "n3", 900)},
+        {"time": 9 * S, "nodes": zk(3, "n2", "n1", 900)},
+        {"time": 30 * S, "nodes": zk(5, "n1", "n3", 2000)},  # G 4 passed unseen between polls
+    ]
+    result = analyse(rounds)
+    assert result["valid"] is True, result["anomalies"]
+    assert result["leaders"] == [
+        {"start": 1.0, "end": None, "nodes": [], "term": None, "unit": "term"}
+    ]  # the entry is no node of the lane
+
+
+@pytest.mark.parametrize(
+    ("after", "kind"),
+    [
+        pytest.param(zk(1, "n1", "n2", 100), "generation-backwards", id="backwards"),
+        pytest.param(zk(2, "n2", "n1", 900), "generation-rewritten", id="rewritten"),
+        pytest.param(zk(3, "n1", "n2", 950), "takeover-by-outsider", id="outsider"),
+        pytest.param(zk(3, "n3", "n1", 800), "init-wal-backwards", id="init-wal"),
+        pytest.param(zk(3, "n3", "n3", 950), "primary-is-sync", id="p-is-s"),
+    ],
+)
+def test_a_cluster_state_against_seed_004_s_rules_is_named(after: dict, kind: str) -> None:
+    rounds = [
+        {"time": 1 * S, "nodes": zk(1, "n1", "n2", 100)},
+        {"time": 5 * S, "nodes": zk(2, "n2", "n3", 900)},
+        {"time": 7 * S, "nodes": after},
+        {"time": 8 * S, "nodes": after},  # named once, not at every poll
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == [kind]
+    (anomaly,) = result["anomalies"]
+    assert anomaly["window_ns"] == [5 * S, 7 * S]
+    assert anomaly["explanation"].startswith("ZooKeeper's cluster state at 7.0 s: ")
