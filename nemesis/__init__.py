@@ -7,7 +7,7 @@ Packages (`--nemesis a,b,…`): `none`; `partition` (a random shape each time) a
 shape, `partition-majority`, `partition-ring` (majorities ring), `partition-primary`,
 `partition-one`, `partition-halves`, `partition-bridge`; `partition-seed003` (seed 003's history:
 partitions that move as the safekeeper cluster elects, so that a term's records reach only some
-of its voters; two computes and five safekeepers); `kill`, `pause`, `clock`, `packet` on
+of its voters; two computes and three safekeepers or more); `kill`, `pause`, `clock`, `packet` on
 random targets (one, minority, majority, all or primaries), `kill-primary`, `pause-primary`; and
 `all`, every fault kind the cluster's node count allows, and the partition, kill and pause of
 the leader as packages of their own. On a kind with a coordination service

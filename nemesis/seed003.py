@@ -1,11 +1,13 @@
 """Seed 003's history as one fault: partitions that change as the cluster elects, so that a
 term's log reaches only some of the voters that elected it.
 
-A fault drawn in advance cannot place seed 003's first step: the partition must change between
-a term's votes and its first record, which on the safekeeper cluster is a second or two. This
-fault watches the cluster's poll and moves the partition when the term is won. It needs two
-computes and five safekeepers, A…E (in an order the seed draws); L is the compute that serves
-when it starts, S the other one (any further compute stays with L):
+A fault drawn in advance cannot place seed 003's history: its partitions must follow each other
+with no heal between them, and the second must begin between a term's votes and its first
+record. This fault watches the cluster's poll and moves the partition when the term is won. It
+needs two computes: L, the one that serves when it starts, and S, another (any further compute
+stays with L). Of the safekeepers (in an order the seed draws), A gets L's tail, the lagging
+ones (B and E of five, B of three: one fewer than a quorum) vote for S's term without its
+records, and the recording ones (C and D of five, C of three) get them:
 
 1. `tail`: {L, A} | {S, B, C, D, E}. L writes a tail that only A gets, then loses its lease;
    S wins a term with B, C, D and E.
@@ -44,8 +46,8 @@ from nemesis.grudges import Grudge
 log = logging.getLogger(__name__)
 
 SHAPE = "seed003"
-KEEPERS = 5  # the seed's history needs five safekeepers: three of them elect twice
-MIN_NODES = KEEPERS + 2
+MIN_KEEPERS = 3  # A, a lagging voter and a recording one
+MIN_NODES = MIN_KEEPERS + 2
 POLL_EVERY = 0.2  # seconds between polls while a phase waits: the split must beat the records
 SETTLE = 3.0  # seconds a phase's partition stays once its condition holds
 WAITS = {"leader": 30.0, "tail": 45.0, "split": 20.0, "apart": 15.0, "corrupt": 25.0}
@@ -60,40 +62,54 @@ class Cast:
     old: str  # L: the compute that serves when the fault starts
     new: str  # S: the compute that wins the split term
     others: tuple[str, ...]  # any further computes: kept with L, out of the way
-    a: str
-    b: str
-    c: str
-    d: str
-    e: str
+    a: str  # gets L's tail, then the split term's records over it
+    lagging: tuple[str, ...]  # vote for the split term, never get its records (B, E)
+    recording: tuple[str, ...]  # get them (C, D)
+
+    def keepers(self) -> list[str]:
+        return [self.a, *self.lagging, *self.recording]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "L": self.old,
+            "S": self.new,
+            "A": self.a,
+            "lagging": list(self.lagging),
+            "recording": list(self.recording),
+        }
 
 
 def cast(computes: list[str], keepers: list[str], leader: str, order: list[int]) -> Cast:
-    """The parts, from the computes, the five safekeepers (in node order), the compute that
-    leads and the seed's order of the safekeepers."""
-    if len(keepers) != KEEPERS or len(computes) < 2 or leader not in computes:
+    """The parts, from the computes, the safekeepers (in node order), the compute that leads
+    and the seed's order of the nodes (of which the first len(keepers) ranks order the
+    safekeepers). Of five, in that order, A B C D E: B and E lag, C and D record."""
+    if len(keepers) < MIN_KEEPERS or len(computes) < 2 or leader not in computes:
         raise ValueError(
-            f"seed 003's history needs {KEEPERS} safekeepers and two computes, one leading "
-            f"(safekeepers {keepers}, computes {computes}, leader {leader})"
+            f"seed 003's history needs at least {MIN_KEEPERS} safekeepers and two computes, one "
+            f"leading (safekeepers {keepers}, computes {computes}, leader {leader})"
         )
+    ranked = [keepers[i] for i in order if i < len(keepers)]
+    lag = len(keepers) // 2  # one fewer than a quorum: with A, they elect the corrupting term
+    rec = len(keepers) - 1 - lag  # fewer than a quorum: the split term commits nothing new
     new = next(c for c in computes if c != leader)
-    a, b, c, d, e = (keepers[i] for i in order)
     others = tuple(n for n in computes if n not in (leader, new))
-    return Cast(leader, new, others, a, b, c, d, e)
+    lagging = (ranked[1], *ranked[2 + rec :])
+    return Cast(leader, new, others, ranked[0], lagging, tuple(ranked[2 : 2 + rec]))
 
 
 def phase_grudge(phase: str, nodes: list[str], c: Cast) -> Grudge:
     """The partition of each phase (see the module's docstring)."""
-    old = {c.old, *c.others}
+    old, lag, rec = {c.old, *c.others}, set(c.lagging), set(c.recording)
     components = {
-        "tail": [old | {c.a}, {c.new, c.b, c.c, c.d, c.e}],
-        "split": [{c.new, c.a, c.c, c.d}, old | {c.b, c.e}],
-        "apart": [{c.new}, old, {c.a, c.b, c.c, c.d, c.e}],
-        "corrupt": [{c.new, c.a, c.b, c.e}, old, {c.c, c.d}],
+        "tail": [old | {c.a}, {c.new} | lag | rec],
+        "split": [{c.new, c.a} | rec, old | lag],
+        "apart": [{c.new}, old, set(c.keepers())],
+        "corrupt": [{c.new, c.a} | lag, old, rec],
     }[phase]
     return grudges.from_components(nodes, components)
 
 
-def terms(polled: Poll, names: list[str]) -> list[int]:
+def terms(polled: Poll, names: list[str] | tuple[str, ...]) -> list[int]:
     return [polled[n].get("term") or 0 for n in names if n in polled]
 
 
@@ -103,13 +119,13 @@ def flush(polled: Poll, name: str) -> int:
 
 def elected(polled: Poll, c: Cast, before: int) -> bool:
     """S's side has voted in a term above `before`: the moment to split its voters."""
-    return max(terms(polled, [c.b, c.c, c.d, c.e]), default=0) > before
+    return max(terms(polled, [*c.lagging, *c.recording]), default=0) > before
 
 
 def recorded(polled: Poll, c: Cast, voters_flush: int, term: int) -> bool:
-    """The split term's records reached C and D, and A has joined the term."""
+    """The split term's records reached the recording safekeepers, and A has joined it."""
     return (
-        min(flush(polled, c.c), flush(polled, c.d)) > voters_flush
+        min(flush(polled, n) for n in c.recording) > voters_flush
         and (polled.get(c.a) or {}).get("term", 0) >= term
     )
 
@@ -121,12 +137,12 @@ def stood_down(polled: Poll, c: Cast) -> bool:
 
 
 def committed(polled: Poll, c: Cast, term: int) -> bool:
-    """A, B and E elected a term above `term`, and one of them reports A's whole log committed
-    (the proposer's commit LSN reaches each safekeeper with its next append)."""
-    trio = [c.a, c.b, c.e]
-    if any(n not in polled for n in trio) or min(terms(polled, trio)) <= term:
+    """A and the lagging safekeepers elected a term above `term`, and one of them reports A's
+    whole log committed (the proposer's commit LSN reaches each with its next append)."""
+    voters = [c.a, *c.lagging]
+    if any(n not in polled for n in voters) or min(terms(polled, voters)) <= term:
         return False
-    return max(polled[n].get("commit_lsn") or 0 for n in trio) >= flush(polled, c.a)
+    return max(polled[n].get("commit_lsn") or 0 for n in voters) >= flush(polled, c.a)
 
 
 class Seed003(Fault):
@@ -137,7 +153,7 @@ class Seed003(Fault):
 
     @classmethod
     def planned(cls, nodes: list[str], rng: random.Random) -> Seed003:
-        return cls(rng.sample(range(KEEPERS), KEEPERS))
+        return cls(rng.sample(range(len(nodes)), len(nodes)))
 
     def plan(self) -> dict[str, Any]:
         return {"fault": self.name, "shape": SHAPE, "order": self.order}
@@ -158,7 +174,7 @@ class Seed003(Fault):
         keepers = [n for n in names if "flush_lsn" in polled.get(n, {})]
         leader = next(n for n in computes if polled.get(n, {}).get("serving"))
         c = cast(computes, keepers, leader, self.order)
-        value["cast"] = {"L": c.old, "S": c.new, **dict(zip("ABCDE", self.keepers(c), strict=True))}
+        value["cast"] = c.as_json()
 
         def enter(phase: str) -> None:
             grudge = phase_grudge(phase, names, c)
@@ -170,34 +186,30 @@ class Seed003(Fault):
         polled = wait(cluster, lambda p: elected(p, c, before), "tail")
         if polled is None:
             return value | {"reached": False, "error": "S won no term"}
-        voters_flush = max(flush(polled, c.b), flush(polled, c.e))
-        term = max(terms(polled, [c.b, c.c, c.d, c.e]))
+        voters_flush = max(flush(polled, n) for n in c.lagging)
+        term = max(terms(polled, [*c.lagging, *c.recording]))
         phases[-1] |= {"term_won_s": at(), "term": term, "voters_flush": voters_flush}
         enter("split")
-        polled = wait(cluster, lambda p: recorded(p, c, voters_flush, term), "split")
+        wait(cluster, lambda p: recorded(p, c, voters_flush, term), "split")
         time.sleep(SETTLE)
         polled = cluster.poll()
+        lagged = max(flush(polled, n) for n in c.lagging) <= voters_flush
         phases[-1] |= {
-            "records_reached_b_or_e": max(flush(polled, c.b), flush(polled, c.e)) > voters_flush,
-            "tail_outlived": flush(polled, c.a) > max(flush(polled, c.c), flush(polled, c.d)),
-            "flush": {n: flush(polled, n) for n in self.keepers(c)},
+            "lagging_without_records": lagged,
+            "tail_outlived": flush(polled, c.a) > max(flush(polled, n) for n in c.recording),
+            "flush": {n: flush(polled, n) for n in c.keepers()},
         }
         enter("apart")
         wait(cluster, lambda p: stood_down(p, c), "apart")
         enter("corrupt")
-        polled = wait(cluster, lambda p: committed(p, c, term), "corrupt")
-        phases[-1] |= {"committed_s": at() if polled else None}
-        if polled:
+        done = wait(cluster, lambda p: committed(p, c, term), "corrupt")
+        phases[-1] |= {"committed_s": at() if done else None}
+        if done:
             time.sleep(SETTLE)
-        split = phases[1]
-        # seed 003's shape: B and E voted without the records, A's tail outlived them, and
-        # A, B and E then committed A's log
-        reached = bool(polled) and not split["records_reached_b_or_e"] and split["tail_outlived"]
+        # seed 003's shape: the lagging voters never got the split term's records, A's tail
+        # outlived them, and A's log was then elected and reported committed
+        reached = done is not None and lagged and phases[1]["tail_outlived"]
         return value | {"reached": reached, "took_s": at()}
-
-    @staticmethod
-    def keepers(c: Cast) -> list[str]:
-        return [c.a, c.b, c.c, c.d, c.e]
 
     def stop(self, cluster: ClusterKind) -> dict[str, Any]:
         healed = on_nodes(cluster.nodes, partition.heal)
