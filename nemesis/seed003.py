@@ -130,6 +130,18 @@ def recorded(polled: Poll, c: Cast, voters_flush: int, term: int) -> bool:
     )
 
 
+def term_start(polled: Poll, term: int, fallback: int) -> int:
+    """Where `term`'s log starts, as the safekeepers that heard its announcement say: the VCL
+    announced with it (epoch variant) or its entry in their term history; else `fallback`."""
+    starts = [
+        start
+        for s in polled.values()
+        for t, start in [*(s.get("history") or []), [s.get("proposed_epoch"), s.get("vcl")]]
+        if t == term and start
+    ]
+    return max(starts, default=fallback)
+
+
 def stood_down(polled: Poll, c: Cast) -> bool:
     """S no longer leads a term (its lease ran out), so none of its followers is left."""
     state = polled.get(c.new)
@@ -193,8 +205,11 @@ class Seed003(Fault):
         wait(cluster, lambda p: recorded(p, c, voters_flush, term), "split")
         time.sleep(SETTLE)
         polled = cluster.poll()
-        lagged = max(flush(polled, n) for n in c.lagging) <= voters_flush
+        # caught up to the term's start (below it, the donor's log) is not having its records
+        start = term_start(polled, term, voters_flush)
+        lagged = max(flush(polled, n) for n in c.lagging) <= start
         phases[-1] |= {
+            "term_start": start,
             "lagging_without_records": lagged,
             "tail_outlived": flush(polled, c.a) > max(flush(polled, n) for n in c.recording),
             "flush": {n: flush(polled, n) for n in c.keepers()},

@@ -17,6 +17,7 @@ from nemesis.seed003 import (
     phase_grudge,
     recorded,
     stood_down,
+    term_start,
 )
 
 NODES = [f"n{i}" for i in range(1, 8)]
@@ -91,3 +92,11 @@ def test_the_package_needs_five_nodes_and_draws_its_order_from_the_seed() -> Non
     first, again = make(NODES, random.Random(3)), make(NODES, random.Random(3))
     assert isinstance(first, Seed003) and first.plan() == again.plan()
     assert sorted(first.plan()["order"]) == list(range(len(NODES)))
+
+
+def test_a_terms_start_is_what_its_announcement_said_in_either_variant() -> None:
+    epoch = {"n4": keeper(2, 700) | {"proposed_epoch": 2, "vcl": 600}, "n3": keeper(1, 500)}
+    assert term_start(epoch, 2, 500) == 600
+    history = {"n4": keeper(2, 700) | {"history": [[1, 100], [2, 650]]}}
+    assert term_start(history, 2, 500) == 650
+    assert term_start({"n3": keeper(2, 500), "n1": {"role": "primary", "term": 2}}, 2, 500) == 500
