@@ -2,9 +2,10 @@
 promises, as Jepsen reads a database's own records:
 
 - `two-primaries`: two computes said at once that they serve clients (one writable primary);
-- `term-below-commit`: a term started (its entry in a safekeeper's term history) below an LSN
-  that a safekeeper had reported committed before that term was won: the new term's log lacks
-  committed WAL (seed 003; Raft's leader completeness);
+- `term-below-commit`: a term started (its entry in a safekeeper's term history, or in the
+  epoch variant the VCL announced with it) below an LSN that a safekeeper had reported
+  committed before that term was won: the new term's log lacks committed WAL (seed 003; Raft's
+  leader completeness);
 - `two-leaders-in-term`: two safekeepers' term histories give one term different starts (one
   proposer per term);
 - `term-backwards`: a safekeeper's term went down between two polls (a term is durable before
@@ -150,7 +151,8 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         serving_before = serving
         for n, s in nodes.items():
             max_term = max(max_term, s.get("term") or 0)
-            for term, start in s.get("history") or []:
+            source = "term history" if s.get("history") else "announced VCL"
+            for term, start in term_starts(s):
                 if term in starts:
                     first, where, when = starts[term]
                     if start != first:
@@ -177,7 +179,7 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
                             "window_ns": [seen, t],
                             "term": term,
                             "explanation": (
-                                f"term {term} starts at {lsn_text(start)} ({n}'s term history at "
+                                f"term {term} starts at {lsn_text(start)} ({n}'s {source} at "
                                 f"{t / NS_PER_S:.1f} s), below {lsn_text(lsn)}, which {holder} "
                                 f"reported committed at {seen / NS_PER_S:.1f} s, before the term "
                                 "was won: its log lacks committed WAL"
@@ -197,6 +199,17 @@ def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         "terms_seen": len(starts),
         "max_term": max_term,
     }
+
+
+def term_starts(state: dict[str, Any]) -> list[list[int]]:
+    """Where each term's log starts, as a safekeeper says: its term history, or in the epoch
+    variant (which keeps none) the term last announced to it and that term's VCL, so that a
+    term won below committed WAL is seen in both variants."""
+    starts = list(state.get("history") or [])
+    epoch, vcl = state.get("proposed_epoch") or 0, state.get("vcl") or 0
+    if epoch and vcl and not starts:
+        starts.append([epoch, vcl])
+    return starts
 
 
 def _per_round(

@@ -405,7 +405,16 @@ def install(node: Node) -> None:
         node.put_file(f"{INSTALL}/walkeeper/{path.name}", path.read_bytes())
 
 
-SAFEKEEPER_POLL = ("term", "history", "flush_lsn", "commit_lsn")  # what a poll keeps of a status
+# what a poll keeps of a status; the epoch variant's term starts are its announced epoch and VCL
+SAFEKEEPER_POLL = (
+    "term",
+    "history",
+    "flush_lsn",
+    "commit_lsn",
+    "epoch",
+    "proposed_epoch",
+    "vcl",
+)
 
 
 def ask_status(address: tuple[str, int], timeout: float = 1.0) -> dict[str, Any]:

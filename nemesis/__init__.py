@@ -5,7 +5,9 @@ The runner uses only `validate`, `build` and `heal_nodes`; `harness cluster down
 
 Packages (`--nemesis a,b,…`): `none`; `partition` (a random shape each time) and one package per
 shape, `partition-majority`, `partition-ring` (majorities ring), `partition-primary`,
-`partition-one`, `partition-halves`, `partition-bridge`; `kill`, `pause`, `clock`, `packet` on
+`partition-one`, `partition-halves`, `partition-bridge`; `partition-seed003` (seed 003's history:
+partitions that move as the safekeeper cluster elects, so that a term's records reach only some
+of its voters; two computes and three safekeepers or more); `kill`, `pause`, `clock`, `packet` on
 random targets (one, minority, majority, all or primaries), `kill-primary`, `pause-primary`;
 `composite`, a partition (the leader's, half the time) with a kill or a pause of random targets
 inside it; and `all`, every fault kind the cluster's node count allows, the partition, kill
@@ -37,6 +39,8 @@ from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.processes import continue_stopped
 from nemesis.schedule import Nested, Package, ScheduledNemesis
+from nemesis.seed003 import MIN_NODES as SEED003_NODES
+from nemesis.seed003 import Seed003
 from nemesis.targets import COORDINATORS, TARGETS
 
 Make = Callable[[list[str], random.Random], Fault]
@@ -77,6 +81,7 @@ PACKAGES: dict[str, Package] = {
         Package("partition-one", SHAPES["one"][1], _partition("one")),
         Package("partition-halves", SHAPES["halves"][1], _partition("halves")),
         Package("partition-bridge", SHAPES["bridge"][1], _partition("bridge")),
+        Package("partition-seed003", SEED003_NODES, Seed003.planned),
         Package("kill", 1, _targeted(Kill)),
         Package("kill-primary", 1, _targeted(Kill, "primaries")),
         Package("pause", 1, _targeted(Pause)),

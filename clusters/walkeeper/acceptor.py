@@ -57,6 +57,10 @@ class Acceptor:
             "history": held,
             "last_term": held[-1][0] if held else 0,
             "epoch": c.epoch,
+            # epoch variant: the term last announced to it and that term's VCL, where the term's
+            # log starts (what the term history records in the other variant)
+            "proposed_epoch": c.proposed_epoch,
+            "vcl": c.vcl,
             "flush_lsn": flush,
             "commit_lsn": c.commit_lsn,
             "restart_lsn": c.restart_lsn,

@@ -94,6 +94,54 @@ def test_seed003_term_history_truncates_at_the_divergence_point(make_safekeepers
     assert sks.status("A")["history"] == [[1, lsn(1)], [2, lsn(2)], [4, lsn(3)]]
 
 
+def split_term(make_safekeepers, variant: str):
+    """The history `nemesis/seed003.py` places on the real cluster (seed 003 with its P2 and P3
+    in one term): P1's tail 1.2, 1.3 reaches only A; P2 is elected by B, C, D and E, and its
+    record 2.2 reaches C and D, then A (which did not vote), but not B or E; P3 is elected by A,
+    B and E and commits its log; P4 is elected by all five. Returns P3's and P4's proposers and
+    the safekeepers."""
+    sks = make_safekeepers(variant, 5)
+    p1 = Writer(sks, "P1").elect(*"ABCDE")
+    p1.write(1, *"ABCDE")
+    p1.heartbeat(*"ABCDE")
+    p1.write(2, "A")
+    sks.stop("A")
+    p2 = Writer(sks, "P2").elect(*"BCDE")
+    p2.write(1, "C", "D")
+    sks.start("A")
+    p2.send("A")
+    for name in "CD":
+        sks.stop(name)
+    p3 = Writer(sks, "P3").elect(*"ABE")
+    for name in "ABE":
+        p3.send(name)
+    p3.heartbeat(*"ABE")  # A, which P3 sent nothing, acknowledges its log
+    p3.heartbeat(*"ABE")  # and the commit LSN reaches every one of them
+    for name in "CD":
+        sks.start(name)
+    p4 = Writer(sks, "P4").elect(*"ABCDE")
+    return p3.p, p4.p, sks
+
+
+def test_split_term_epoch_commits_a_log_no_proposer_wrote_then_drops_it(make_safekeepers) -> None:
+    p3, p4, sks = split_term(make_safekeepers, "epoch")
+    assert p3.donor == "A" and p3.commit_lsn == lsn(4)
+    for name in "ABE":
+        assert sks.log(name) == ["1.1", "2.2", "1.3"]
+        assert broken_links(sks.wal(name)) == ["1.3 follows 2.2"]
+        assert sks.status(name)["commit_lsn"] == lsn(4)
+    # C's epoch is higher: the next term's log starts below what A, B and E reported committed
+    assert p4.donor in ("C", "D") and p4.vcl == lsn(3) < p3.commit_lsn
+
+
+def test_split_term_term_history_truncates_a_when_it_joins(make_safekeepers) -> None:
+    p3, p4, sks = split_term(make_safekeepers, "term-history")
+    assert p3.donor == "A" and p3.vcl == lsn(3)
+    for name in "ABE":
+        assert sks.log(name) == ["1.1", "2.2"] and broken_links(sks.wal(name)) == []
+    assert p4.vcl >= p3.commit_lsn
+
+
 @pytest.mark.parametrize("variant", ["term-history", "epoch"])
 def test_an_old_proposer_is_fenced(make_safekeepers, variant: str) -> None:
     """Seed 000: once a quorum promised a higher term, the old proposer's appends are refused,

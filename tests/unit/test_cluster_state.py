@@ -149,6 +149,57 @@ def test_a_term_that_starts_at_the_committed_wal_or_past_it_is_valid() -> None:
     assert analyse(rounds)["valid"] is True
 
 
+def epoch_keeper(term: int, announced: int, vcl: int, commit: int, flush: int) -> dict:
+    """A safekeeper of the epoch variant: no term history, the term last announced and its VCL."""
+    return {
+        "term": term,
+        "history": [],
+        "commit_lsn": commit,
+        "flush_lsn": flush,
+        "epoch": 1,
+        "proposed_epoch": announced,
+        "vcl": vcl,
+    }
+
+
+def test_an_epoch_term_whose_vcl_is_below_committed_wal_starts_below_commit() -> None:
+    """Seed 003 on the epoch variant: term 3 wins the corrupted safekeeper's longer log and
+    commits it (0/3002000); term 4's donor has a higher epoch and a shorter log (0/3000800)."""
+    rounds = [
+        {
+            "time": 1 * S,
+            "nodes": {
+                "n3": epoch_keeper(3, 3, 0x3002000, 0x3002000, 0x3002000),
+                "n4": epoch_keeper(3, 3, 0x3002000, 0x3002000, 0x3002000),
+            },
+        },
+        {
+            "time": 2 * S,
+            "nodes": {
+                "n3": epoch_keeper(4, 3, 0x3002000, 0x3002000, 0x3002000),
+                "n4": epoch_keeper(4, 3, 0x3002000, 0x3002000, 0x3002000),
+                "n6": epoch_keeper(4, 4, 0x3000800, 0x3000800, 0x3000900),
+            },
+        },
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["term-below-commit"]
+    assert result["anomalies"][0]["explanation"].startswith(
+        "term 4 starts at 0/3000800 (n6's announced VCL at 2.0 s), below 0/3002000, which n3 "
+        "reported committed at 1.0 s"
+    )
+
+
+def test_epoch_terms_that_start_at_committed_wal_are_valid_and_a_vcl_of_zero_is_no_start() -> None:
+    rounds = [
+        {"time": 1 * S, "nodes": {"n3": epoch_keeper(1, 0, 0, 0, 0)}},  # before any announcement
+        {"time": 2 * S, "nodes": {"n3": epoch_keeper(1, 1, 0x1000000, 0x1000100, 0x1000100)}},
+        {"time": 3 * S, "nodes": {"n3": epoch_keeper(2, 2, 0x1000100, 0x1000200, 0x1000200)}},
+    ]
+    result = analyse(rounds)
+    assert result["valid"] is True and result["terms_seen"] == 2
+
+
 def test_the_polls_file_is_read_up_to_a_line_cut_off_by_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "cluster.jsonl"
     path.write_text('{"time": 1, "nodes": {"n1": {"serving": true}}}\n{"time": 2, "nod')

@@ -1,0 +1,243 @@
+"""Seed 003's history as one fault: partitions that change as the cluster elects, so that a
+term's log reaches only some of the voters that elected it.
+
+A fault drawn in advance cannot place seed 003's history: its partitions must follow each other
+with no heal between them, and the second must begin between a term's votes and its first
+record. This fault watches the cluster's poll and moves the partition when the term is won. It
+needs two computes: L, the one that serves when it starts, and S, another (any further compute
+stays with L). Of the safekeepers (in an order the seed draws), A gets L's tail, the lagging
+ones (B and E of five, B of three: one fewer than a quorum) vote for S's term without its
+records, and the recording ones (C and D of five, C of three) get them:
+
+1. `tail`: {L, A} | {S, B, C, D, E}. L writes a tail that only A gets, then loses its lease;
+   S wins a term with B, C, D and E.
+2. `split`, as soon as a safekeeper's term rises: {S, A, C, D} | {L, B, E}. The term's records
+   reach C and D (their epoch moves on) but not B and E, which voted for it; A, which did not,
+   is brought into the term from its restart LSN, the new records written over its tail.
+3. `apart`: S and L each alone, until S's term has ended (its lease).
+4. `corrupt`: {S, A, B, E} | {L} | {C, D}. S stands again; A, B and E elect it, and the donor is
+   the voter with the highest (epoch, flush LSN).
+
+In the epoch variant A, B and E still have the first epoch, so A's log wins and is committed:
+the new records over the start of L's tail and the rest of L's tail after them, a log that no
+proposer wrote. Once the fault heals, the next term's donor is C or D (a higher epoch) and its
+log starts below what A, B and E reported committed (`term-below-commit`). In the term-history
+variant A is truncated at the divergence point when it joins the term, and nothing is lost.
+
+`start` runs the phases itself (a minute or two at most) and returns what each one saw; the
+final partition stays until the fault's stop heals it. What is polled is what the harness
+records anyway (the kind's `poll`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from clusters.kind import ClusterKind
+from nemesis import grudges, partition
+from nemesis.fault import Fault, on_nodes
+from nemesis.grudges import Grudge
+
+log = logging.getLogger(__name__)
+
+SHAPE = "seed003"
+MIN_KEEPERS = 3  # A, a lagging voter and a recording one
+MIN_NODES = MIN_KEEPERS + 2
+POLL_EVERY = 0.2  # seconds between polls while a phase waits: the split must beat the records
+SETTLE = 3.0  # seconds a phase's partition stays once its condition holds
+WAITS = {"leader": 30.0, "tail": 45.0, "split": 20.0, "apart": 15.0, "corrupt": 25.0}
+
+Poll = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Cast:
+    """Who plays which part of seed 003's history."""
+
+    old: str  # L: the compute that serves when the fault starts
+    new: str  # S: the compute that wins the split term
+    others: tuple[str, ...]  # any further computes: kept with L, out of the way
+    a: str  # gets L's tail, then the split term's records over it
+    lagging: tuple[str, ...]  # vote for the split term, never get its records (B, E)
+    recording: tuple[str, ...]  # get them (C, D)
+
+    def keepers(self) -> list[str]:
+        return [self.a, *self.lagging, *self.recording]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "L": self.old,
+            "S": self.new,
+            "A": self.a,
+            "lagging": list(self.lagging),
+            "recording": list(self.recording),
+        }
+
+
+def cast(computes: list[str], keepers: list[str], leader: str, order: list[int]) -> Cast:
+    """The parts, from the computes, the safekeepers (in node order), the compute that leads
+    and the seed's order of the nodes (of which the first len(keepers) ranks order the
+    safekeepers). Of five, in that order, A B C D E: B and E lag, C and D record."""
+    if len(keepers) < MIN_KEEPERS or len(computes) < 2 or leader not in computes:
+        raise ValueError(
+            f"seed 003's history needs at least {MIN_KEEPERS} safekeepers and two computes, one "
+            f"leading (safekeepers {keepers}, computes {computes}, leader {leader})"
+        )
+    ranked = [keepers[i] for i in order if i < len(keepers)]
+    lag = len(keepers) // 2  # one fewer than a quorum: with A, they elect the corrupting term
+    rec = len(keepers) - 1 - lag  # fewer than a quorum: the split term commits nothing new
+    new = next(c for c in computes if c != leader)
+    others = tuple(n for n in computes if n not in (leader, new))
+    lagging = (ranked[1], *ranked[2 + rec :])
+    return Cast(leader, new, others, ranked[0], lagging, tuple(ranked[2 : 2 + rec]))
+
+
+def phase_grudge(phase: str, nodes: list[str], c: Cast) -> Grudge:
+    """The partition of each phase (see the module's docstring)."""
+    old, lag, rec = {c.old, *c.others}, set(c.lagging), set(c.recording)
+    components = {
+        "tail": [old | {c.a}, {c.new} | lag | rec],
+        "split": [{c.new, c.a} | rec, old | lag],
+        "apart": [{c.new}, old, set(c.keepers())],
+        "corrupt": [{c.new, c.a} | lag, old, rec],
+    }[phase]
+    return grudges.from_components(nodes, components)
+
+
+def terms(polled: Poll, names: list[str] | tuple[str, ...]) -> list[int]:
+    return [polled[n].get("term") or 0 for n in names if n in polled]
+
+
+def flush(polled: Poll, name: str) -> int:
+    return (polled.get(name) or {}).get("flush_lsn") or 0
+
+
+def elected(polled: Poll, c: Cast, before: int) -> bool:
+    """S's side has voted in a term above `before`: the moment to split its voters."""
+    return max(terms(polled, [*c.lagging, *c.recording]), default=0) > before
+
+
+def recorded(polled: Poll, c: Cast, voters_flush: int, term: int) -> bool:
+    """The split term's records reached the recording safekeepers, and A has joined it."""
+    return (
+        min(flush(polled, n) for n in c.recording) > voters_flush
+        and (polled.get(c.a) or {}).get("term", 0) >= term
+    )
+
+
+def term_start(polled: Poll, term: int, fallback: int) -> int:
+    """Where `term`'s log starts, as the safekeepers that heard its announcement say: the VCL
+    announced with it (epoch variant) or its entry in their term history; else `fallback`."""
+    starts = [
+        start
+        for s in polled.values()
+        for t, start in [*(s.get("history") or []), [s.get("proposed_epoch"), s.get("vcl")]]
+        if t == term and start
+    ]
+    return max(starts, default=fallback)
+
+
+def stood_down(polled: Poll, c: Cast) -> bool:
+    """S no longer leads a term (its lease ran out), so none of its followers is left."""
+    state = polled.get(c.new)
+    return state is not None and state.get("term") is None
+
+
+def committed(polled: Poll, c: Cast, term: int) -> bool:
+    """A and the lagging safekeepers elected a term above `term`, and one of them reports A's
+    whole log committed (the proposer's commit LSN reaches each with its next append)."""
+    voters = [c.a, *c.lagging]
+    if any(n not in polled for n in voters) or min(terms(polled, voters)) <= term:
+        return False
+    return max(polled[n].get("commit_lsn") or 0 for n in voters) >= flush(polled, c.a)
+
+
+class Seed003(Fault):
+    name = "partition"
+
+    def __init__(self, order: list[int]) -> None:
+        self.order = order
+
+    @classmethod
+    def planned(cls, nodes: list[str], rng: random.Random) -> Seed003:
+        return cls(rng.sample(range(len(nodes)), len(nodes)))
+
+    def plan(self) -> dict[str, Any]:
+        return {"fault": self.name, "shape": SHAPE, "order": self.order}
+
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        began = time.monotonic()
+        names = [n.name for n in cluster.nodes]
+        phases: list[dict[str, Any]] = []
+        value = self.plan() | {"mechanism": "iptables", "phases": phases}
+
+        def at() -> float:
+            return round(time.monotonic() - began, 2)
+
+        polled = wait(cluster, lambda p: any(s.get("serving") for s in p.values()), "leader")
+        if polled is None:
+            return value | {"reached": False, "error": "no compute served"}
+        computes = [n for n in names if "role" in polled.get(n, {})]
+        keepers = [n for n in names if "flush_lsn" in polled.get(n, {})]
+        leader = next(n for n in computes if polled.get(n, {}).get("serving"))
+        c = cast(computes, keepers, leader, self.order)
+        value["cast"] = c.as_json()
+
+        def enter(phase: str) -> None:
+            grudge = phase_grudge(phase, names, c)
+            on_nodes(cluster.nodes, lambda node: partition.apply(node, grudge))
+            phases.append({"phase": phase, "at_s": at(), "grudge": grudges.as_json(grudge)})
+
+        before = max(terms(polled, keepers))
+        enter("tail")
+        polled = wait(cluster, lambda p: elected(p, c, before), "tail")
+        if polled is None:
+            return value | {"reached": False, "error": "S won no term"}
+        voters_flush = max(flush(polled, n) for n in c.lagging)
+        term = max(terms(polled, [*c.lagging, *c.recording]))
+        phases[-1] |= {"term_won_s": at(), "term": term, "voters_flush": voters_flush}
+        enter("split")
+        wait(cluster, lambda p: recorded(p, c, voters_flush, term), "split")
+        time.sleep(SETTLE)
+        polled = cluster.poll()
+        # caught up to the term's start (below it, the donor's log) is not having its records
+        start = term_start(polled, term, voters_flush)
+        lagged = max(flush(polled, n) for n in c.lagging) <= start
+        phases[-1] |= {
+            "term_start": start,
+            "lagging_without_records": lagged,
+            "tail_outlived": flush(polled, c.a) > max(flush(polled, n) for n in c.recording),
+            "flush": {n: flush(polled, n) for n in c.keepers()},
+        }
+        enter("apart")
+        wait(cluster, lambda p: stood_down(p, c), "apart")
+        enter("corrupt")
+        done = wait(cluster, lambda p: committed(p, c, term), "corrupt")
+        phases[-1] |= {"committed_s": at() if done else None}
+        if done:
+            time.sleep(SETTLE)
+        # seed 003's shape: the lagging voters never got the split term's records, A's tail
+        # outlived them, and A's log was then elected and reported committed
+        reached = done is not None and lagged and phases[1]["tail_outlived"]
+        return value | {"reached": reached, "took_s": at()}
+
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        healed = on_nodes(cluster.nodes, partition.heal)
+        return self.plan() | {"healed": [name for name, had in healed.items() if had]}
+
+
+def wait(cluster: ClusterKind, condition: Callable[[Poll], bool], phase: str) -> Poll | None:
+    """Poll until `condition` holds (the poll that shows it), or None after the phase's wait."""
+    deadline = time.monotonic() + WAITS[phase]
+    while time.monotonic() < deadline:
+        polled = cluster.poll()
+        if condition(polled):
+            return polled
+        time.sleep(POLL_EVERY)
+    log.info("seed003: the %s phase's condition did not hold within %.0f s", phase, WAITS[phase])
+    return None
