@@ -6,10 +6,9 @@ start or a stop) follows another every `interval` seconds, as Jepsen's --nemesis
 fault comes from one of the chosen packages, picked at random. A package may make a fault with
 another inside it (`Nested`: a kill while a partition is in place): the inner one starts
 between a tenth and two fifths into the outer one and ends before it, each with events of its
-own. Everything (package, shape,
-targets, amounts, times) is drawn when the schedule is planned from `Random("nemesis:<seed>")`,
-so the same seed and nodes give the same schedule; only `primaries` is resolved when the fault
-starts, since who leads is known only then.
+own. Everything (package, shape, targets, amounts, times) is drawn when the schedule is planned
+from `Random("nemesis:<seed>")`, so the same seed and nodes give the same schedule; only
+`primaries` is resolved when the fault starts, since who leads is known only then.
 
 History events, all with process "nemesis", Jepsen style: each action is an `invoke` followed by
 an `info` with the same f.
