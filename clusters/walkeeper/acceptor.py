@@ -101,6 +101,12 @@ class Acceptor:
         c, term = self.control, int(req["term"])
         if term <= c.term:
             raise Refusal(f"already voted in term {c.term}")
+        quiet = req.get("quiet")
+        heard = time.monotonic() - (self.started if self.last_heard is None else self.last_heard)
+        if quiet is not None and heard <= float(quiet):
+            # a takeover: the proposer this safekeeper follows spoke within the time a standby
+            # waits, so it may still hold its lease and serve
+            raise Refusal(f"heard from a proposer {heard:.1f} s ago: a takeover needs {quiet} s")
         c.term, c.voted_for = term, str(req["proposer"])
         self.storage.save()  # the promise is durable before it is given
         return {"ok": True, **self.state()}, b""

@@ -12,8 +12,8 @@ What it enforces, whatever the faults:
   WAL the log does not (a tail the quorum never took), it stands down and never stands for
   election again until it has been rebuilt from a compute whose Postgres is on the log.
 - **Standing for election** only when the safekeepers follow nobody, or this compute's own
-  earlier session, or a quorum has heard from no proposer for `failover_after` seconds; a
-  compute that sees another one serve rebuilds from it.
+  earlier session, or a quorum has heard from no proposer for `failover_after` seconds (and
+  is still silent when each one votes); a compute that sees another one serve rebuilds from it.
 - **Stalls.** A Postgres whose backends pile up waiting for the quorum is stopped at once, never
   cancelled: a cancelled wait would make its transaction visible without the quorum, while after
   a stop its commit stays invisible until a quorum holds it.
@@ -42,7 +42,7 @@ from typing import Any
 from . import bugs, pgwal, wire
 from .limbo import Limbo
 from .pgstream import StreamError
-from .proposer import Deposed, NoQuorum, Proposer
+from .proposer import Deposed, NoQuorum, Proposer, silent
 from .proxy import STATUS, LogMismatch, Session, StatusHandler, StatusServer, is_ours, proposer_id
 
 log = logging.getLogger("compute")
@@ -188,15 +188,8 @@ class Agent:
 
     def primary_lost(self, states: dict[str, dict[str, Any]]) -> bool:
         """A quorum of safekeepers answers, and a quorum has heard from no proposer lately."""
-        after = self.cfg.failover_after
-
-        def silent(s: dict[str, Any]) -> bool:
-            heard = s.get("heard_ago")
-            return (heard is None and s.get("up_for", 0) > after) or (heard or 0) > after
-
-        return len(states) >= self.cfg.quorum and sum(map(silent, states.values())) >= (
-            self.cfg.quorum
-        )
+        quiet = sum(silent(s, self.cfg.failover_after) for s in states.values())
+        return len(states) >= self.cfg.quorum and quiet >= self.cfg.quorum
 
     def computes_states(self) -> dict[str, dict[str, Any]]:
         """What the other computes' agents say of themselves; the silent ones are left out."""
@@ -257,7 +250,9 @@ class Agent:
                 )
                 pause()
                 return
-        self.lead(self.campaign(), from_standby=False)
+            self.lead(self.campaign(takeover=True), from_standby=False)
+            return
+        self.lead(self.campaign(takeover=False), from_standby=False)
 
     def standby(self) -> None:
         self.role = "standby"
@@ -274,7 +269,7 @@ class Agent:
                     self.cfg.failover_after,
                 )
                 self.consistent_now = False
-                self.lead(self.campaign(), from_standby=True)
+                self.lead(self.campaign(takeover=True), from_standby=True)
                 return
             if self.consistent_now:
                 started = time.monotonic()
@@ -294,10 +289,19 @@ class Agent:
             return False
         return True
 
-    def campaign(self) -> Proposer:
+    def campaign(self, takeover: bool) -> Proposer:
+        """Win a term. The statuses that decided to stand may be seconds old (a status round
+        waits out a cut-off safekeeper) and another compute may have won a term since (the
+        users' 600 s run at seed 0: two primaries at 393.9 s), so a takeover wins only votes of
+        safekeepers still silent when they vote, and any other stand only while the
+        safekeepers still follow nobody or this compute."""
         system_id = self.control()["Database system identifier"]
         p = Proposer(self.cfg.safekeepers, self.cfg.variant, proposer_id())
-        p.elect(system_id=system_id)
+        if takeover:
+            p.elect(system_id=system_id, quiet=self.cfg.failover_after)
+        else:
+            own = None if bugs.on("deposed-primary-serves") else is_ours
+            p.elect(system_id=system_id, own=own)
         self.elections += 1
         return p
 

@@ -37,6 +37,13 @@ class Refused(Exception):
     """A safekeeper refused a request for a reason other than a higher term."""
 
 
+def silent(state: dict[str, Any], after: float) -> bool:
+    """Whether a safekeeper's status says it has heard from no proposer for `after` seconds;
+    one that restarted since it last heard counts once it has been up that long."""
+    heard = state.get("heard_ago")
+    return (state.get("up_for", 0) if heard is None else heard) > after
+
+
 class Peer:
     """One safekeeper as the proposer sees it."""
 
@@ -130,19 +137,38 @@ class Proposer:
                 log.warning("%s refused the greeting: %s", name, reply.get("error"))
         return states
 
-    def elect(self, names: Iterable[str] | None = None, system_id: str = "") -> None:
+    def elect(
+        self,
+        names: Iterable[str] | None = None,
+        system_id: str = "",
+        quiet: float | None = None,
+        own: Callable[[str], bool] | None = None,
+    ) -> None:
         """Become the proposer of a new term: term = max + 1, votes from a quorum, the donor is
-        the voter with the highest (last term, flush LSN), or (epoch, flush LSN)."""
+        the voter with the highest (last term, flush LSN), or (epoch, flush LSN).
+
+        The caller decided to stand on statuses that may be seconds old, so the election checks
+        the decision again. `quiet`, for a takeover from another proposer: each voter must have
+        heard from no proposer for that many seconds when it votes, so a primary that a quorum
+        heard from lately (one elected while the caller judged it gone) keeps its term. `own`,
+        for standing because the safekeepers follow nobody or the caller's earlier session: the
+        greetings must still say so (a term won since is refused the vote by term alone)."""
         greeted = self.greet(list(names or self.peers), system_id)
         if len(greeted) < self.quorum:
             raise NoQuorum(
                 f"{len(greeted)} of {self.total} safekeepers answered, need {self.quorum}"
             )
-        term = max(s["term"] for s in greeted.values()) + 1
+        top = max(greeted.values(), key=lambda s: s["term"])
+        if own is not None and top["voted_for"] and not own(top["voted_for"]):
+            raise NoQuorum(f"the safekeepers now follow {top['voted_for']} in term {top['term']}")
+        if quiet is not None and sum(silent(s, quiet) for s in greeted.values()) < self.quorum:
+            raise NoQuorum(f"a quorum has heard from a proposer within {quiet:g} s")
+        term = top["term"] + 1
+        request: dict[str, Any] = {"type": "vote", "term": term, "proposer": self.id}
+        if quiet is not None:
+            request["quiet"] = quiet
         votes = {}
-        for name, reply in self.ask(
-            greeted, {"type": "vote", "term": term, "proposer": self.id}
-        ).items():
+        for name, reply in self.ask(greeted, request).items():
             if reply.get("ok"):
                 votes[name] = reply
                 self.peers[name].state = reply

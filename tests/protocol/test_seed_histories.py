@@ -220,3 +220,53 @@ def test_a_new_term_is_heard_from_its_announcement_on(make_safekeepers) -> None:
     p2.p.attach("A")
     assert sks.status("A")["heard_ago"] < 0.4
     assert sks.status("B")["heard_ago"] >= 0.5
+
+
+def test_a_takeover_needs_voters_silent_when_they_vote(make_safekeepers) -> None:
+    """The users' 600 s run at seed 0: a standby judged the primary lost from statuses read
+    before another compute won a term, and won the next term 0.76 s after it, so two computes
+    served at once. A takeover's votes now come only from safekeepers still silent when they
+    vote: the fresh winner keeps its term, and a takeover succeeds once the quorum is silent."""
+    import time
+
+    from clusters.walkeeper import wire
+    from clusters.walkeeper.proposer import NoQuorum
+
+    sks = make_safekeepers("term-history", 3)
+    p1 = Writer(sks, "P1").elect("A", "B", "C")
+    p1.write(1, "A", "B", "C")
+    quiet = 1.5  # wide enough that a loaded machine does not let P2 fall silent mid-test
+    time.sleep(quiet + 0.1)  # P1 fell silent: the statuses a standby reads now say it is lost
+    stale = [sks.status(n) for n in "ABC"]
+    p2 = Writer(sks, "P2").elect("A", "B", "C")
+    p2.write(1, "A", "B", "C")  # P2 won term 2 after those statuses were read
+    with pytest.raises(NoQuorum, match="heard from a proposer"):
+        Writer(sks, "P3").p.elect(["A", "B", "C"], quiet=quiet)
+    # even a vote sent on the stale statuses alone is refused, atomically, by each safekeeper
+    assert all(s["heard_ago"] > quiet for s in stale)
+    with wire.connect(sks.addresses["A"], 2) as sock:
+        vote = {"type": "vote", "term": 3, "proposer": "P3", "quiet": quiet}
+        reply = wire.call(sock, vote)[0]
+    assert not reply["ok"] and "takeover" in reply["error"]
+    assert [sks.status(n)["term"] for n in "ABC"] == [2, 2, 2]
+    p2.write(1, "A", "B", "C")  # P2 still leads: nothing deposed it
+    assert sks.log("A") == ["1.1", "2.2", "2.3"]
+    time.sleep(quiet + 0.1)  # now P2 is silent too: the takeover wins
+    p3 = Writer(sks, "P3")
+    p3.p.elect(["A", "B", "C"], quiet=quiet)
+    assert p3.p.term == 3
+
+
+def test_a_compute_stands_for_its_own_term_only_while_nobody_else_won_one(make_safekeepers) -> None:
+    """A compute whose earlier session the safekeepers followed stands at once, without waiting
+    for silence; if another compute won a term since its statuses were read, it stands down."""
+    from clusters.walkeeper.proposer import NoQuorum
+
+    sks = make_safekeepers("term-history", 3)
+    Writer(sks, "n1-1").elect("A", "B", "C").write(1, "A", "B", "C")
+    Writer(sks, "n2-1").elect("A", "B")  # a takeover while n1's statuses were being read
+    with pytest.raises(NoQuorum, match="now follow n2-1 in term 2"):
+        Writer(sks, "n1-2").p.elect(["A", "B", "C"], own=lambda p: p.startswith("n1-"))
+    assert sks.status("A")["term"] == 2
+    Writer(sks, "n2-2").p.elect(["A", "B", "C"], own=lambda p: p.startswith("n2-"))
+    assert sks.status("A")["term"] == 3
