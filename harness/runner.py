@@ -45,6 +45,9 @@ class RunResult:
     interrupted: bool = False
 
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
@@ -61,7 +64,7 @@ def shielded(console: Console) -> Iterator[None]:
             console.print("[yellow]still healing and tearing down: it ends in a moment[/]")
             told = True
 
-    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, hold) for sig in INTERRUPTS}
     try:
         yield
     finally:
@@ -119,7 +122,9 @@ class Runner:
         if kind.mode != ClusterKind.mode:  # `harness check` reads the contract from the options
             config["cluster_options"] = {**config["cluster_options"], "mode": kind.mode}
             store.write_json(run_dir / store.CONFIG, config)
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        # SIGINT too: a run started in the background of a script inherits it ignored, and
+        # `kill -INT` must still heal and tear down rather than do nothing
+        previous = {sig: signal.signal(sig, _raise_interrupt) for sig in INTERRUPTS}
         faults: Nemesis | None = None
         try:
             kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
@@ -162,7 +167,8 @@ class Runner:
                 self.stop.set()
                 self._heal(kind, faults)
                 self._teardown(kind)
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def _wind_down(self, kind: ClusterKind, faults: Nemesis, inflight: InFlight) -> None:
         """After Ctrl-C while the history is open: stop the workers, heal (recorded), give the

@@ -1,6 +1,7 @@
 """Ctrl-C during a fault, as a user presses it: the run exits 130, its history records the heal
 and a completion for every operation it invoked, nothing prints a traceback, and no container
-or power mount of the run is left, also when Ctrl-C comes a second time while the run heals."""
+or power mount of the run is left, also when Ctrl-C comes a second time while the run heals, and
+when the run was started with SIGINT ignored (in the background of a script)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import docker
@@ -32,6 +34,12 @@ def ctrl_c_reaches_it() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def started_in_the_background() -> None:
+    """As `harness run … &` in a script: SIGINT ignored from the start; `kill -INT` still ends
+    the run cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def in_place(store: Path, fault: str) -> bool:
     """The fault is in place: its start completed and its stop has not begun."""
     faults = [e for e in history_of(store) if e["process"] == "nemesis"]
@@ -39,17 +47,18 @@ def in_place(store: Path, fault: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("package", "fault", "presses"),
-    [("partition-majority", "partition", 1), ("partition-majority", "partition", 2),
-     ("power", "power", 1)],
+    ("package", "fault", "presses", "start"),
+    [("partition-majority", "partition", 1, started_in_the_background),
+     ("partition-majority", "partition", 2, ctrl_c_reaches_it),
+     ("power", "power", 1, ctrl_c_reaches_it)],
 )  # fmt: skip
 def test_ctrl_c_during_a_fault_ends_the_run_cleanly(
-    store: Path, package: str, fault: str, presses: int
+    store: Path, package: str, fault: str, presses: int, start: Callable[[], None]
 ) -> None:
     run = subprocess.Popen(
         [HARNESS, "run", "--workload", "set", "--nemesis", package,
          "--nemesis-interval", "4", "--time", "120", "--store", str(store)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=start,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
