@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from clusters.walkeeper.proposer import PAGE
 from tests.protocol.conftest import RECORD, Writer, broken_links, lsn
 
 
@@ -202,6 +203,21 @@ def test_appends_end_where_a_message_of_postgres_ends(make_safekeepers) -> None:
     assert w.p.step("A", limit=2 * RECORD.size + 8) == 2 * RECORD.size  # two whole messages
     assert w.p.step("A", limit=8) == RECORD.size  # a message longer than the limit goes whole
     assert sks.status("A")["flush_lsn"] == lsn(4)
+
+
+def test_an_append_inside_a_long_message_ends_at_a_page_boundary(make_safekeepers) -> None:
+    """Postgres's walsender itself ends a message at a page boundary inside a record, and its
+    crash recovery continues a log that ends there (an overwrite-contrecord at the boundary). So
+    a slow link's small appends cut a long message at a page boundary, not inside a page."""
+    sks = make_safekeepers("term-history", 3)
+    w = Writer(sks, "P1").elect("A", "B", "C")
+    records = 3 * PAGE // RECORD.size
+    w.p.write(b"".join(RECORD.pack(w.p.term, i, 0, 0) for i in range(1, records + 1)))
+    w.p.attach("A")
+    # one message of three pages: cut at the last page boundary within the limit
+    assert w.p.step("A", limit=2 * PAGE + 100) == 2 * PAGE
+    assert w.p.step("A", limit=PAGE // 2) == PAGE  # no boundary within the limit: the next one
+    assert sks.status("A")["flush_lsn"] == lsn(1) + 3 * PAGE
 
 
 def test_a_new_term_is_heard_from_its_announcement_on(make_safekeepers) -> None:
