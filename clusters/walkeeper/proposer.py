@@ -21,11 +21,13 @@ from . import bugs, termhistory, wire
 
 log = logging.getLogger("proposer")
 
-# Bytes of WAL in one append, at most: a link can slow down while one is in flight, and one
-# that does not end within the timeout costs the primary its lease. 64 KiB takes 1.6 s at the
-# packet fault's 1000 kbit shared by three safekeepers; on a fast link a 16 MiB segment's worth
-# takes 0.8 s rather than 0.25 s with 1 MiB appends.
-MAX_APPEND = 64 << 10
+# Bytes of WAL in one append, at most, and at the start of a burst (see `paced`): a link can be
+# slow, or slow down, while one is in flight, and appends that do not end within the timeout
+# cost the primary its lease. At the packet fault's 1000 kbit shared by three safekeepers, TCP
+# can starve one connection to under 20 KB/s: 16 KiB still ends in a second there. On a fast
+# link a burst's appends double to 32 KiB within two round trips.
+MAX_APPEND = 32 << 10
+FIRST_APPEND = 16 << 10
 PAGE = 8192  # XLOG_BLCKSZ: Postgres's walsender ends a message at a page boundary when it must
 BUFFER_KEEP = 64 << 20  # WAL kept in memory for lagging safekeepers before they read from peers
 
@@ -49,18 +51,19 @@ def silent(state: dict[str, Any], after: float) -> bool:
     return (state.get("up_for", 0) if heard is None else heard) > after
 
 
-def paced(limit: int, sent: int, took: float, timeout: float) -> int:
+def paced(limit: int, sent: int, took: float, timeout: float, caught_up: bool = False) -> int:
     """The next append's size limit after one of `sent` bytes took `took` seconds (the timeout,
-    when it timed out). On a link too slow for MAX_APPEND within the timeout, appends that time
+    when it timed out). On a link too slow for the limit within the timeout, appends that time
     out are sent again from the same position for ever, and the quorum falling silent costs the
     primary its lease, term after term. Slow appends halve the size; only very fast full ones
     double it, so that a doubled append shared with two others still ends well inside the
-    timeout."""
+    timeout. A safekeeper `caught_up` with the log starts the next burst at FIRST_APPEND at
+    most: how fast its link was says little of how fast it is now."""
     if took > timeout / 3:
-        return max(PAGE, limit // 2)
-    if took < timeout / 30 and sent * 2 >= limit:
-        return min(MAX_APPEND, limit * 2)
-    return limit
+        limit = max(PAGE, limit // 2)
+    elif took < timeout / 30 and sent * 2 >= limit:
+        limit = min(MAX_APPEND, limit * 2)
+    return min(limit, FIRST_APPEND) if caught_up else limit
 
 
 class Peer:
@@ -75,7 +78,7 @@ class Peer:
         self.position: int | None = None  # the next LSN to send it
         self.acked: int | None = None  # how far it holds our log, as far as commit counts
         self.answered = 0.0  # when it last accepted a request of ours (monotonic)
-        self.limit = MAX_APPEND  # bytes of WAL per append, paced to the link (see `paced`)
+        self.limit = FIRST_APPEND  # bytes of WAL per append, paced to the link (see `paced`)
 
     def call(
         self, header: dict[str, Any], payload: bytes = b"", timeout: float = 3.0
@@ -300,8 +303,10 @@ class Proposer:
             peer.limit = paced(peer.limit, len(data), self.timeout, self.timeout)
             raise
         peer.answered = time.monotonic()
-        peer.limit = paced(peer.limit, len(data), peer.answered - sent_at, self.timeout)
         peer.position = pos + len(data)
+        took = peer.answered - sent_at
+        caught_up = peer.position >= self.log_end
+        peer.limit = paced(peer.limit, len(data), took, self.timeout, caught_up)
         if self.variant == "term-history" or reply["epoch"] == self.term:
             self._ack(peer, peer.position)
         else:

@@ -3,7 +3,7 @@ well inside the timeout, back to the largest on a fast one."""
 
 from __future__ import annotations
 
-from clusters.walkeeper.proposer import MAX_APPEND, PAGE, paced
+from clusters.walkeeper.proposer import FIRST_APPEND, MAX_APPEND, PAGE, paced
 
 TIMEOUT = 3.0
 
@@ -33,3 +33,14 @@ def test_a_fast_append_of_little_wal_says_nothing_of_the_link() -> None:
 
 def test_an_append_that_ends_in_time_keeps_the_size() -> None:
     assert paced(PAGE * 4, PAGE * 4, 0.5, TIMEOUT) == PAGE * 4
+
+
+def test_a_burst_starts_small_whatever_the_last_one_reached() -> None:
+    """The link may have slowed since: the first append of a burst ends in time on a starved
+    connection too, and a fast link doubles it back within two round trips."""
+    assert paced(MAX_APPEND, MAX_APPEND, 0.01, TIMEOUT, caught_up=True) == FIRST_APPEND
+    assert paced(FIRST_APPEND, 100, 0.01, TIMEOUT, caught_up=True) == FIRST_APPEND
+
+
+def test_a_slow_link_keeps_its_small_appends_across_bursts() -> None:
+    assert paced(PAGE, PAGE, 0.5, TIMEOUT, caught_up=True) == PAGE
