@@ -34,9 +34,9 @@ from typing import Any
 
 import psycopg
 
-from clusters import postgres_node as pg
 from clusters.backend import Backend, Node
-from clusters.kind import wait_until
+from clusters.kinds import postgres as pg
+from clusters.kinds.on_node import wait_until
 from clusters.registry import cluster_kind, make_backend
 
 GOAL = 1.5  # the proxy's p50 commit latency may be at most this many times the native one's

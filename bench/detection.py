@@ -38,7 +38,7 @@ from typing import Any
 
 from run_rows import anomalies, latest_run, read_rows, rows_options, table, work_through
 
-from clusters.walkeeper.bugs import NAMES as BUGS
+from systems.walkeeper.bugs import NAMES as BUGS
 
 HARNESS = Path(sys.executable).parent / "harness"
 MODES = ("safekeeper", "confirm-rollback")

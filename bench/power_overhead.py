@@ -22,7 +22,7 @@ from collections.abc import Callable
 from commit_latency import Target, drive, interrupted, prepare
 
 from clusters.docker_backend import DockerBackend
-from clusters.safekeeper import SafekeeperCluster
+from clusters.kinds.safekeeper import SafekeeperCluster
 
 GOAL = 1.3
 

@@ -119,7 +119,8 @@ def main() -> None:
 
     from checkers.spark.pipeline import analyze
     from checkers.spark.session import get_spark
-    from harness import store
+    from core import store
+    from harness.plan import TestPlan
     from harness.report import render_report
 
     spark = get_spark(None)
@@ -134,9 +135,12 @@ def main() -> None:
         config = {"cluster": "safekeeper", "workloads": ["append"], "concurrency": WORKERS}
         store.write_json(run / store.CONFIG, config)
         began = time.perf_counter()
-        results = analyze(spark, run / store.HISTORY, run, ["append"], {})
+        plan = TestPlan.of_config(config)
+        results = analyze(
+            spark, run / store.HISTORY, run, plan.checkers(), plan.params(), writes=plan.writes
+        )
         checked = time.perf_counter() - began
-        results["config"] = config
+        results["config"], results["plan"] = config, plan.to_json()
         store.write_json(run / store.RESULTS, results)
         began = time.perf_counter()
         render_report(results, run / store.REPORT, run)

@@ -10,9 +10,9 @@ from typing import Any
 from checkers import listappend
 from checkers.listappend import DEFAULT_BUDGET
 from checkers.listappend.history import Txn, mops_of
-from checkers.operations import Op
-from harness.errors import BadInput
-from harness.history import NEMESIS
+from core.contract import Contract
+from core.errors import BadInput
+from core.history import NEMESIS, Op
 
 DEFAULT_MODEL = "serializable"
 
@@ -21,13 +21,13 @@ def check(
     ops: Iterable[Op],
     model: str = DEFAULT_MODEL,
     budget: float = DEFAULT_BUDGET,
-    mode: str | None = None,
+    contract: Contract = Contract.DURABLE,
 ) -> dict[str, Any]:
-    """Check every client transaction of the append workload against `model` (and, in mode
-    "confirm-rollback", that mode's contract)."""
+    """Check every client transaction of the append workload against `model` and the run's
+    `contract` (confirm/rollback: no resurrected rollback)."""
     ops = list(ops)
     try:
-        result = listappend.check(transactions(ops), model, budget, mode)
+        result = listappend.check(transactions(ops), model, budget, contract)
     except ValueError as e:
         raise BadInput(str(e)) from e
     return with_operations(ops, result)

@@ -27,12 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.operations import Op, end_of, faults
+from checkers.operations import end_of, faults
 from checkers.stats import fault_windows
-from harness.history import FINAL_READS_PROCESS, NEMESIS
+from core.history import FINAL_READS_PROCESS, NEMESIS, Op
 
 NS_PER_S = 1e9
-WRITE_FS = ("transfer", "add")  # bank and set; an append txn writes when it appends
 
 
 @dataclass(frozen=True)
@@ -251,7 +250,7 @@ def _stalls(points: list[float], windows: list[Window], bound: float) -> list[di
 def check(ops: Iterable[Op], max_recovery: float | None = None) -> dict[str, Any]:
     """The figures of a history's operations."""
     ops = list(ops)
-    writes = [op for op in ops if op["process"] != NEMESIS and is_write(op)]
+    writes = [op for op in ops if op["process"] != NEMESIS and op["write"]]
     times = sorted(op["complete_time"] / NS_PER_S for op in writes
                    if op["type"] == "ok" and op["complete_time"] is not None)  # fmt: skip
     starts = [op["invoke_time"] for op in writes]
@@ -269,15 +268,3 @@ def check(ops: Iterable[Op], max_recovery: float | None = None) -> dict[str, Any
         for workload, tried in finals.items()
     ]  # fmt: skip
     return analyse(times, windows, bounds, max_recovery, final_reads)
-
-
-def is_write(op: Op) -> bool:
-    """A bank transfer, a set add, or an append transaction that appends."""
-    if op["f"] in WRITE_FS:
-        return True
-    value = op["invoke_value"]
-    return (
-        op["f"] == "txn"
-        and isinstance(value, list)
-        and any(isinstance(mop, list) and mop[:1] == ["append"] for mop in value)
-    )

@@ -11,10 +11,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from checkers.operations import Op
-from harness.errors import BadInput
-from harness.history import NEMESIS
-from harness.verdict import Validity
+from core.errors import BadInput
+from core.history import NEMESIS, Op
+from core.verdict import Validity
 
 ANOMALY_CAP = 50
 

@@ -13,31 +13,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.errors import BadInput
-from harness.history import NEMESIS
-
-OP_COLUMNS = (
-    "process",
-    "workload",
-    "f",
-    "node",
-    "type",
-    "invoke_index",
-    "invoke_time",
-    "complete_index",
-    "complete_time",
-    "invoke_value",
-    "value",
-    "error",
-    "latency_ns",
-    "lsn",
-)
-Op = dict[str, Any]
+from core.errors import BadInput
+from core.history import NEMESIS, Op, Writes
 
 
-def read_history(path: Path) -> list[Op]:
+def read_history(path: Path, writes: Writes | None = None) -> list[Op]:
     """The operations of a history file (one JSON event per line; a last line cut off by a crash
-    is skipped, as the pipeline skips it)."""
+    is skipped, as the pipeline skips it); `writes` as for `pair`."""
     if not path.is_file():
         raise BadInput(f"history file {path} does not exist")
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -51,15 +33,17 @@ def read_history(path: Path) -> list[Op]:
             if number == len(lines):
                 break  # cut off by a crash
             raise BadInput(f"{path} line {number} is not JSON: fix or remove that line") from None
-    return pair(events)
+    return pair(events, writes)
 
 
-def pair(events: Iterable[Mapping[str, Any]]) -> list[Op]:
+def pair(events: Iterable[Mapping[str, Any]], writes: Writes | None = None) -> list[Op]:
     """Pair each invocation with the next event of its process, in invocation order.
 
     An invocation with no completion gets type "info" (its outcome is unknown). A nemesis
     completion with no invocation stands as an operation alone. A client completion with no
-    invocation, or a second invocation before the first completed, is BadInput.
+    invocation, or a second invocation before the first completed, is BadInput. A client
+    operation whose invocation did not record `write` is given the workloads' declaration,
+    `writes`, where one is given.
     """
     ops: list[Op] = []
     pending: dict[Any, Mapping[str, Any]] = {}
@@ -85,6 +69,10 @@ def pair(events: Iterable[Mapping[str, Any]]) -> list[Op]:
         else:
             raise BadInput(_broken(event, "completes an operation its process never invoked"))
     ops.extend(_op(invoked, None) for invoked in pending.values())
+    if writes is not None:
+        for op in ops:
+            if op["write"] is None and op["process"] != NEMESIS:
+                op["write"] = writes(op["workload"], op["f"], op["invoke_value"])
     return sorted(ops, key=lambda op: op["invoke_index"])
 
 
@@ -106,6 +94,7 @@ def _op(invoke: Mapping[str, Any], done: Mapping[str, Any] | None) -> Op:
         "error": end.get("error"),
         "latency_ns": None if done is None else done["time"] - invoke["time"],
         "lsn": end.get("lsn"),
+        "write": None if invoke["process"] == NEMESIS else invoke.get("write"),
     }
 
 

@@ -3,15 +3,14 @@ that got a definite rollback error never becomes visible; one that does is a res
 when a read begun after the client was told so shows it, and a dirty read when only reads that
 overlapped the wait for the decision did.
 
-The append and set checkers hold a history to it when told the run's mode is `confirm-rollback`;
-in the default `safekeeper` mode there is no such error to break.
+The append and set checkers hold a history to it under the `confirm-rollback` contract; under
+the `durable` contract there is no such error to break.
 """
 
 from __future__ import annotations
 
 import re
 
-CONFIRM_ROLLBACK = "confirm-rollback"
 RESURRECTED = "resurrected-rollback"
 # A read that saw a write while it waited for its quorum, the write then rolled back: a read of
 # unconfirmed data (Tarantool 2.6, which has no MVCC, shows them).

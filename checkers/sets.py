@@ -33,11 +33,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from checkers.operations import Op
-from checkers.rollback import CONFIRM_ROLLBACK, DIRTY, RESURRECTED, rolled_back
-from harness.errors import BadInput
-from harness.history import NEMESIS
-from harness.verdict import Validity
+from checkers.rollback import DIRTY, RESURRECTED, rolled_back
+from core.contract import Contract
+from core.errors import BadInput
+from core.history import NEMESIS, Op
+from core.verdict import Validity
 
 ANOMALY_CAP = 50
 INVALID_TYPES = (DIRTY, "duplicated", "lost", RESURRECTED, "unexpected")
@@ -73,8 +73,8 @@ FACTS = (
 Facts = dict[str, Any]
 
 
-def check(ops: Iterable[Op], mode: str | None = None) -> dict[str, Any]:
-    """Check the set workload's adds and ok reads (and, in mode "confirm-rollback", that mode's
+def check(ops: Iterable[Op], contract: Contract = Contract.DURABLE) -> dict[str, Any]:
+    """Check the set workload's adds and ok reads (and, under the confirm/rollback contract, its
     contract)."""
     ops = list(ops)
     client = [op for op in ops if op["process"] != NEMESIS]
@@ -96,7 +96,7 @@ def check(ops: Iterable[Op], mode: str | None = None) -> dict[str, Any]:
     ranked = sorted(reads, key=lambda op: (op["invoke_time"], op["invoke_index"]))
     by_index = {op["invoke_index"]: op for op in ops}
     return judge(
-        facts(adds, ranked, mode),
+        facts(adds, ranked, contract),
         [op["invoke_index"] for op in ranked],
         [op["invoke_time"] for op in ranked],
         duplicates(ranked),
@@ -108,7 +108,7 @@ def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def facts(adds: list[Op], ranked: list[Op], mode: str | None) -> list[Facts]:
+def facts(adds: list[Op], ranked: list[Op], contract: Contract) -> list[Facts]:
     """Every element added or read, with its `FACTS`; `ranked`: the ok reads in rank order."""
     out: dict[int, Facts] = {}
 
@@ -124,7 +124,11 @@ def facts(adds: list[Op], ranked: list[Op], mode: str | None) -> list[Facts]:
             e["add_ok_time"] = op["complete_time"]
         if e["outcome"] is None or outcome < e["outcome"]:
             e["outcome"], e["add_op"] = outcome, op["invoke_index"]
-        told = op["type"] == "fail" and mode == CONFIRM_ROLLBACK and rolled_back(op["error"])
+        told = (
+            op["type"] == "fail"
+            and contract == Contract.CONFIRM_ROLLBACK
+            and rolled_back(op["error"])
+        )
         if told and "rollback_op" not in e:  # the first add told so
             e["rollback_op"], e["rollback_error"] = op["invoke_index"], op["error"]
             e["rollback_time"] = op["complete_time"]

@@ -8,7 +8,8 @@ from typing import Any
 
 from checkers.append import transactions, with_operations
 from checkers.listappend import split_brain
-from checkers.operations import Op, faults
+from checkers.operations import faults
+from core.history import Op
 
 
 def check(ops: Iterable[Op]) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from checkers.operations import Op, faults, process_value
-from harness.history import NEMESIS
+from checkers.operations import faults, process_value
+from core.history import NEMESIS, Op
 
 MAX_SERIES_POINTS = 20_000
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}

@@ -7,14 +7,23 @@ their software through this interface only, so the same code works on every back
 
 from __future__ import annotations
 
+import posixpath
+import re
 import tarfile
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clusters import power
+from core.errors import BadInput
+
 if TYPE_CHECKING:  # the image module opens the engine's library: only the type is needed here
     from clusters.image import ImageSpec
+
+# Docker's rule for container names, which embed the cluster name; every backend keeps to it.
+CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,6 @@ class Node(ABC):
 
     name: str
 
-    @abstractmethod
     def exec(
         self,
         cmd: str,
@@ -48,22 +56,31 @@ class Node(ABC):
     ) -> ExecResult:
         """Run a shell command (`sh -c`) on the node. `detach` starts it in the background.
 
-        `signal` relies on this: no process on the node but that `sh -c` (and what it starts)
-        has `cmd` in its command line, detached or not. A wrapper the backend needs (a login
-        shell, nohup, a switch of user) must exec the next step rather than fork it and stay
-        behind, or `pgrep -f` finds the wrapper too and `signal` signals it. Processes outside
-        the node's PID namespace (nsenter on the host, say) are not seen and do not count."""
-
-    def _finished(self, cmd: str, result: ExecResult, *, check: bool, detach: bool) -> ExecResult:
-        """What `exec` returns once `cmd` ran with `result`: NodeCommandError if `check` and it
-        failed. A detached command that started has neither a code nor output to report."""
+        NodeCommandError if `check` and it failed. A detached command that started has neither
+        a code nor output to report. `signal` relies on this: no process on the node but that
+        `sh -c` (and what it starts) has `cmd` in its command line, detached or not."""
+        result = self._shell(cmd, user, env or {}, detach)
         if check and result.code != 0:
             raise NodeCommandError(self.name, cmd, result)
         return ExecResult(0, "") if detach and result.code == 0 else result
 
     @abstractmethod
+    def _shell(self, cmd: str, user: str, env: dict[str, str], detach: bool) -> ExecResult:
+        """`exec`'s part the backend does: run `sh -c cmd` as `user` (detached, a zero code says
+        it started). A wrapper the backend needs (a login shell, nohup, a switch of user) must
+        exec the next step rather than fork it and stay behind, or `pgrep -f` finds the wrapper
+        too and `signal` signals it. Processes outside the node's PID namespace (nsenter on the
+        host, say) are not seen and do not count."""
+
     def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
         """Write a file on the node, creating its parent directories."""
+        if not posixpath.isabs(path):
+            raise ValueError(f"put_file needs an absolute path on the node, not {path!r}")
+        self._put_file(path, data, mode, owner)
+
+    @abstractmethod
+    def _put_file(self, path: str, data: bytes, mode: int, owner: str) -> None:
+        """`put_file`'s part the backend does, the path known to be absolute."""
 
     @abstractmethod
     def get(self, path: str, dest: Path) -> bool:
@@ -83,12 +100,22 @@ class Node(ABC):
         """Drop at once every write to the node's state (/var/lib/harness) that its processes did
         not fsync, as a power loss would (the power layer, clusters/power.py); says what was
         lost. Kill the node's processes first: what they write meanwhile is not covered."""
-        raise NotImplementedError(f"{self.name} has no power layer")
+        return self._power("lose")
 
     def sync_power(self) -> str:
         """Make everything written to the node's state durable, as a machine that settled after
         its setup would have (before that, a power loss could undo the setup itself)."""
-        raise NotImplementedError(f"{self.name} has no power layer")
+        return self._power("sync")
+
+    def power_control(self) -> Path | None:
+        """The control socket of the power layer under the node's state, if it has one."""
+        return None
+
+    def _power(self, command: str) -> str:
+        control = self.power_control()
+        if control is None:
+            raise NotImplementedError(f"{self.name} has no power layer")
+        return power.command(control, command)
 
     def signal(self, pattern: str, sig: str) -> list[int]:
         """Send signal `sig` (e.g. "KILL", "STOP") to the processes whose command line matches."""
@@ -108,8 +135,8 @@ class Backend(ABC):
     name: str
     offers_power = False  # whether `power=True` puts the power layer under its nodes' state
     power = False  # whether `up` does (the runner asks for it when a run may lose power)
+    max_nodes = 1000  # the most nodes one cluster may have on this backend
 
-    @abstractmethod
     def up(
         self, cluster: str, count: int, ports: list[int], image: ImageSpec | None = None
     ) -> list[Node]:
@@ -117,6 +144,19 @@ class Backend(ABC):
 
         `image` names the software the nodes need when a kind needs more than the node image
         (the backend's own image otherwise): built on first use where the backend builds."""
+        if not CLUSTER_NAME.fullmatch(cluster):
+            raise BadInput(f"cluster name {cluster!r} must be letters, digits, '_', '.', '-'")
+        if not 1 <= count <= self.max_nodes:
+            raise BadInput(f"a {self.name} cluster has 1 to {self.max_nodes} nodes, not {count}")
+        if bad := [p for p in ports if not 0 < p < 65536]:
+            raise BadInput(f"not TCP ports: {bad}")
+        return self._up(cluster, count, ports, image)
+
+    @abstractmethod
+    def _up(
+        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None
+    ) -> list[Node]:
+        """`up` once its arguments are checked: the backend's own part."""
 
     @abstractmethod
     def nodes(self, cluster: str) -> list[Node]:
@@ -129,6 +169,11 @@ class Backend(ABC):
     @abstractmethod
     def down(self, cluster: str) -> list[str]:
         """Remove every node and network of `cluster`; returns what was removed."""
+
+
+def in_order(nodes: Iterable[Node]) -> list[Node]:
+    """Nodes in name order: n2 before n10."""
+    return sorted(nodes, key=lambda n: int(n.name.removeprefix("n")))
 
 
 def local_owner(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import posixpath
-import re
 import tarfile
 import tempfile
 import time
@@ -24,15 +23,13 @@ from docker.models.networks import Network
 from rich.console import Console
 
 from clusters import power
-from clusters.backend import Backend, ExecResult, Node, local_owner, shell_quote
+from clusters.backend import Backend, ExecResult, Node, in_order, local_owner, shell_quote
 from clusters.image import NODE_IMAGE, ImageSpec, engine_client, ensure_image
-from harness.errors import BadInput, InfraError
+from core.errors import InfraError
 
 CLUSTER_LABEL = "harness.cluster"
 NODE_LABEL = "harness.node"
 POWER_LABEL = "harness.power"  # the control socket of the node's power layer, when it has one
-# Docker's rule for container names, which embed the cluster name.
-_CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 START_TIMEOUT = 30.0
 
 
@@ -52,41 +49,22 @@ class DockerNode(Node):
         self._container = container
         self.name = container.labels[NODE_LABEL]
 
-    def lose_power(self) -> str:
+    def power_control(self) -> Path | None:
         control = self._container.labels.get(POWER_LABEL)
-        if not control:
-            return super().lose_power()
-        return power.command(Path(control), "lose")
-
-    def sync_power(self) -> str:
-        control = self._container.labels.get(POWER_LABEL)
-        if not control:
-            return super().sync_power()
-        return power.command(Path(control), "sync")
+        return Path(control) if control else None
 
     def __repr__(self) -> str:
         return f"DockerNode({self._container.name})"
 
-    def exec(
-        self,
-        cmd: str,
-        *,
-        user: str = "root",
-        check: bool = True,
-        env: dict[str, str] | None = None,
-        detach: bool = False,
-    ) -> ExecResult:
+    def _shell(self, cmd: str, user: str, env: dict[str, str], detach: bool) -> ExecResult:
         with _engine(f"running a command on {self.name}"):
             code, output = self._container.exec_run(
-                ["sh", "-c", cmd], user=user, environment=env, detach=detach
+                ["sh", "-c", cmd], user=user, environment=env or None, detach=detach
             )
         # Detached, the engine says neither a code nor output (it started, did not finish).
-        result = ExecResult(0, "") if detach else ExecResult(code, output.decode(errors="replace"))
-        return self._finished(cmd, result, check=check, detach=detach)
+        return ExecResult(0, "") if detach else ExecResult(code, output.decode(errors="replace"))
 
-    def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
-        if not posixpath.isabs(path):
-            raise ValueError(f"put_file needs an absolute path on the node, not {path!r}")
+    def _put_file(self, path: str, data: bytes, mode: int, owner: str) -> None:
         parent, base = posixpath.split(path)
         self.exec(f"mkdir -p -- {shell_quote(parent)}")
         buf = io.BytesIO()
@@ -158,15 +136,9 @@ class DockerBackend(Backend):
         """The node image's tag (or `spec`'s), built first if it is missing (minutes, once)."""
         return ensure_image(spec or self._spec, self._console, client=self.client)
 
-    def up(
-        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None = None
+    def _up(
+        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None
     ) -> list[Node]:
-        if not _CLUSTER_NAME.fullmatch(cluster):
-            raise BadInput(f"cluster name {cluster!r} must be letters, digits, '_', '.', '-'")
-        if count < 1:
-            raise BadInput(f"a cluster needs at least one node, not {count}")
-        if bad := [p for p in ports if not 0 < p < 65536]:
-            raise BadInput(f"not TCP ports: {bad}")
         if self.nodes(cluster) or self._networks(cluster):
             raise InfraError(f"cluster {cluster} is already up: take it down first")
         tag = self.image(image)
@@ -227,8 +199,7 @@ class DockerBackend(Backend):
         return self.nodes(cluster)
 
     def nodes(self, cluster: str) -> list[Node]:
-        found = [DockerNode(c) for c in self._containers(cluster)]
-        return sorted(found, key=lambda n: int(n.name.removeprefix("n")))
+        return in_order(DockerNode(c) for c in self._containers(cluster))
 
     def clusters(self) -> list[str]:
         with _engine("listing clusters"):

@@ -29,7 +29,7 @@ from docker.errors import DockerException, ImageNotFound
 from rich.console import Console
 from rich.status import Status
 
-from harness.errors import BadInput, InfraError
+from core.errors import BadInput, InfraError
 
 # Bump when the way the base is made changes (trimming, import changes) so old bases are not reused.
 BASE_RECIPE = 1

@@ -26,7 +26,6 @@ import ipaddress
 import json
 import os
 import posixpath
-import re
 import shutil
 import signal
 import subprocess
@@ -42,9 +41,18 @@ from typing import Any
 from rich.console import Console
 
 from clusters import power
-from clusters.backend import Backend, ExecResult, Node, NodeCommandError, local_owner, shell_quote
+from clusters.backend import (
+    CLUSTER_NAME,
+    Backend,
+    ExecResult,
+    Node,
+    NodeCommandError,
+    in_order,
+    local_owner,
+    shell_quote,
+)
 from clusters.image import NODE_IMAGE, ImageSpec, debian_mirror, make_rootfs, remove_tree
-from harness.errors import BadInput, InfraError
+from core.errors import BadInput, InfraError
 
 PREFIX = "harness-local"
 VAR_DIR = Path("/var/lib/harness-local")
@@ -67,8 +75,6 @@ EXEC_TIMEOUT = 600.0
 # The exit code of `get`'s script when the path is missing: tar itself exits 0, 1 or 2.
 MISSING = 3
 # Docker's rule for container names, kept so that a name is valid on both backends; it also keeps
-# the name a single path component.
-_CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 
 # A node's init, run by the host's sh in the node's new namespaces ($1 lower rootfs, $2 node
 # directory, $3 hostname, $4 the power layer's mount point to put at /var/lib/harness, or "").
@@ -160,17 +166,9 @@ class LocalNode(Node):
     def __repr__(self) -> str:
         return f"LocalNode({self.cluster}/{self.name} at {self.address}, init {self._init.pid})"
 
-    def lose_power(self) -> str:
-        return self._power("lose")
-
-    def sync_power(self) -> str:
-        return self._power("sync")
-
-    def _power(self, command: str) -> str:
-        layer = power.layer(self.cluster, self.name)
-        if not layer.control.exists():
-            raise NotImplementedError(f"{self.name} has no power layer")
-        return power.command(layer.control, command)
+    def power_control(self) -> Path | None:
+        control = power.layer(self.cluster, self.name).control
+        return control if control.exists() else None
 
     def _run(
         self, user: str, command: list[str], env: dict[str, str] | None = None, **kwargs: Any
@@ -194,15 +192,7 @@ class LocalNode(Node):
         except subprocess.TimeoutExpired as exc:
             raise InfraError(f"on {self.name}: {command} ran over {EXEC_TIMEOUT:.0f} s") from exc
 
-    def exec(
-        self,
-        cmd: str,
-        *,
-        user: str = "root",
-        check: bool = True,
-        env: dict[str, str] | None = None,
-        detach: bool = False,
-    ) -> ExecResult:
+    def _shell(self, cmd: str, user: str, env: dict[str, str], detach: bool) -> ExecResult:
         command = ["sh", "-c", _DETACH, "detach", cmd] if detach else ["sh", "-c", cmd]
         done = self._run(
             user,
@@ -212,13 +202,9 @@ class LocalNode(Node):
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        result = ExecResult(done.returncode, done.stdout.decode(errors="replace"))
-        # Detached, a zero code says it started.
-        return self._finished(cmd, result, check=check, detach=detach)
+        return ExecResult(done.returncode, done.stdout.decode(errors="replace"))
 
-    def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
-        if not posixpath.isabs(path):
-            raise ValueError(f"put_file needs an absolute path on the node, not {path!r}")
+    def _put_file(self, path: str, data: bytes, mode: int, owner: str) -> None:
         q = shell_quote(path)
         # Written inside the node, so its symlinks resolve there and never onto the host; the
         # file is private until it has its mode.
@@ -275,8 +261,8 @@ class LocalBackend(Backend):
     """Clusters as namespaces on this machine; needs root, util-linux and iproute2."""
 
     name = "local"
-
     offers_power = True
+    max_nodes = 253  # the addresses of its /24
 
     def __init__(
         self,
@@ -301,16 +287,10 @@ class LocalBackend(Backend):
         (a minute or more, once)."""
         return ensure_rootfs(spec or self._spec, self._console)
 
-    def up(
-        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None = None
+    def _up(
+        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None
     ) -> list[Node]:
         """Every port of a node is reachable at its address, so `ports` is only checked."""
-        if not _CLUSTER_NAME.fullmatch(cluster):
-            raise BadInput(f"cluster name {cluster!r} must be letters, digits, '_', '.', '-'")
-        if not 1 <= count <= 253:
-            raise BadInput(f"a local cluster has 1 to 253 nodes, not {count}")
-        if bad := [p for p in ports if not 0 < p < 65536]:
-            raise BadInput(f"not TCP ports: {bad}")
         rootfs = self.rootfs(image)
         with _locked(RUN_DIR / ".lock"):
             if cluster in self.clusters():
@@ -329,18 +309,18 @@ class LocalBackend(Backend):
         return self.nodes(cluster)
 
     def nodes(self, cluster: str) -> list[Node]:
-        if not _CLUSTER_NAME.fullmatch(cluster):
+        if not CLUSTER_NAME.fullmatch(cluster):
             return []
-        inits = _load_state(cluster)
-        found = [LocalNode(cluster, name, init) for name, init in inits.items()]
-        return sorted(found, key=lambda n: int(n.name.removeprefix("n")))
+        return in_order(
+            LocalNode(cluster, name, init) for name, init in _load_state(cluster).items()
+        )
 
     def clusters(self) -> list[str]:
         names = {p.name for d in (RUN_DIR, CLUSTERS_DIR) if d.is_dir() for p in d.iterdir()}
-        return sorted(n for n in names if _CLUSTER_NAME.fullmatch(n))
+        return sorted(n for n in names if CLUSTER_NAME.fullmatch(n))
 
     def down(self, cluster: str) -> list[str]:
-        if not _CLUSTER_NAME.fullmatch(cluster):
+        if not CLUSTER_NAME.fullmatch(cluster):
             return []
         removed = []
         # Killing an init ends its PID namespace (every process of the node) and with the last

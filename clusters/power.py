@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import InfraError
+from core.errors import InfraError
 
 POWER_DIR = Path("/var/lib/harness-power")
 CRATE = Path(__file__).parent / "powerfs"
@@ -28,27 +28,18 @@ MOUNT_TIMEOUT = 10.0
 
 @dataclass(frozen=True)
 class Layer:
+    """A node's power layer, all under one folder."""
+
     root: Path
-
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def mount_point(self) -> Path:
-        return self.root / "mnt"
-
-    @property
-    def control(self) -> Path:
-        return self.root / "control.sock"
-
-    @property
-    def log(self) -> Path:
-        return self.root / "powerfs.log"
+    data: Path  # the backing directory: what the node's disk holds
+    mount_point: Path
+    control: Path  # the socket that takes "lose" and "sync"
+    log: Path
 
 
 def layer(cluster: str, node: str) -> Layer:
-    return Layer(POWER_DIR / cluster / node)
+    root = POWER_DIR / cluster / node
+    return Layer(root, root / "data", root / "mnt", root / "control.sock", root / "powerfs.log")
 
 
 def ensure_binary() -> Path:

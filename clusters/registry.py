@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from clusters.backend import Backend
-from clusters.kind import ClusterKind, KindOption
-from clusters.manatee_cluster import ManateeCluster
-from clusters.safekeeper import SafekeeperCluster
-from clusters.single import SingleCluster
-from clusters.tarantool_qsync import TarantoolCluster
-from harness.errors import BadInput
+from clusters.kinds.base import ClusterKind, KindOption
+from clusters.kinds.manatee import ManateeCluster
+from clusters.kinds.safekeeper import SafekeeperCluster
+from clusters.kinds.single import SingleCluster
+from clusters.kinds.tarantool import TarantoolCluster
+from core.errors import BadInput
 
 CLUSTER_KINDS: dict[str, type[ClusterKind]] = {
     k.name: k for k in (SingleCluster, SafekeeperCluster, TarantoolCluster, ManateeCluster)
@@ -23,19 +21,12 @@ def backend_names() -> list[str]:
     return ["docker", "local", "ssh"]
 
 
-def make_backend(
-    name: str,
-    *,
-    nodes: Sequence[str] = (),
-    nodes_file: Path | None = None,
-    ssh_key: Path | None = None,
-    known_hosts: Path | None = None,
-    ssh_insecure: bool = False,
-) -> Backend:
+def make_backend(name: str, **ssh: Any) -> Backend:
     """Construct a backend by name; the import is lazy so `--help` needs no engine.
 
-    The keyword options describe the ssh backend's hosts and how to log in to them."""
-    if name != "ssh" and (nodes or nodes_file or ssh_key or known_hosts or ssh_insecure):
+    The keyword options describe the ssh backend's hosts and how to log in to them
+    (SshBackend.from_options)."""
+    if name != "ssh" and any(ssh.values()):
         raise BadInput(
             "--node, --nodes-file, --ssh-key, --known-hosts and --ssh-insecure "
             "apply to --backend ssh only"
@@ -51,7 +42,7 @@ def make_backend(
     if name == "ssh":
         from clusters.ssh_backend import SshBackend
 
-        return SshBackend.from_options(nodes, nodes_file, ssh_key, known_hosts, ssh_insecure)
+        return SshBackend.from_options(**ssh)
     raise BadInput(f"unknown backend {name!r}: choose from {', '.join(backend_names())}")
 
 

@@ -31,12 +31,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import paramiko
 
-from clusters.backend import Backend, ExecResult, Node, NodeCommandError, shell_quote
-from harness.errors import BadInput, InfraError
+from clusters.backend import Backend, ExecResult, Node, NodeCommandError, in_order, shell_quote
+from core.errors import BadInput, InfraError
 
 if TYPE_CHECKING:
     from clusters.image import ImageSpec
@@ -55,8 +55,6 @@ KEEPALIVE = 15  # seconds: notices a host that vanished while a command runs
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL when `down` stops processes
 LOG_TAIL_LINES = 200
 DEFAULT_KNOWN_HOSTS = (Path("/etc/ssh/ssh_known_hosts"), Path("~/.ssh/known_hosts").expanduser())
-# Same rule as the Docker backend: the name is written into files and shell commands.
-_CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 # A command line that sets the marker or names the harness's directory.
 _OWNED_ARGS = re.compile(rf"(^|\s){MARKER}=|{HARNESS_DIR}/")
 _SPEC_FORMAT = "expected [user@]host[:port][,PORT=REACH…]"
@@ -306,20 +304,12 @@ class SshNode(Node):
     def __repr__(self) -> str:
         return f"SshNode({self.name} on {self._conn.host})"
 
-    def exec(
-        self,
-        cmd: str,
-        *,
-        user: str = "root",
-        check: bool = True,
-        env: dict[str, str] | None = None,
-        detach: bool = False,
-    ) -> ExecResult:
+    def _shell(self, cmd: str, user: str, env: dict[str, str], detach: bool) -> ExecResult:
         # runuser stays the parent of the command, holding it in its command line: against
         # Node.exec's contract, `signal` matches it too (an expected failure of the contract
         # test test_signal_finds_the_detached_command_and_no_wrapper[postgres]).
         words = [] if user == "root" else ["runuser", "-u", shell_quote(user), "--"]
-        variables = {MARKER: self._cluster, **(env or {})}
+        variables = {MARKER: self._cluster, **env}
         words += ["env", *(shell_quote(f"{k}={v}") for k, v in variables.items())]
         words += ["sh", "-c", shell_quote(cmd)]
         if detach:
@@ -332,11 +322,9 @@ class SshNode(Node):
             # `exec`: no login shell stays behind whose command line holds `cmd`, where
             # `pgrep -f` (Node.signal) would find and signal it.
             line = "exec " + " ".join(words)
-        return self._finished(cmd, self._conn.run(line), check=check, detach=detach)
+        return self._conn.run(line)
 
-    def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
-        if not posixpath.isabs(path):
-            raise ValueError(f"put_file needs an absolute path on the node, not {path!r}")
+    def _put_file(self, path: str, data: bytes, mode: int, owner: str) -> None:
         self.exec(f"mkdir -p -- {shell_quote(posixpath.dirname(path))}")
         with self._conn.sftp(f"writing {path}") as sftp:
             sftp.putfo(io.BytesIO(data), path)
@@ -419,18 +407,16 @@ class SshBackend(Backend):
         self._conns = [_Connection(h, auth) for h in hosts]
 
     @classmethod
-    def from_options(
-        cls,
-        nodes: Sequence[str] = (),
-        nodes_file: Path | None = None,
-        key: Path | None = None,
-        known_hosts: Path | None = None,
-        insecure: bool = False,
-    ) -> SshBackend:
-        """The backend as the command line describes it: `--node` specs, then the file's."""
-        specs = [*nodes, *(read_nodes_file(nodes_file) if nodes_file else [])]
+    def from_options(cls, **given: Any) -> SshBackend:
+        """The backend as the command line describes it: `--node` specs (`nodes`), then the
+        file's (`nodes_file`); `ssh_key`, `known_hosts`, `ssh_insecure`."""
+        nodes_file = given.get("nodes_file")
+        specs = [*given.get("nodes", ()), *(read_nodes_file(nodes_file) if nodes_file else [])]
         return cls(
-            [parse_host(s) for s in specs], key=key, known_hosts=known_hosts, insecure=insecure
+            [parse_host(s) for s in specs],
+            key=given.get("ssh_key"),
+            known_hosts=given.get("known_hosts"),
+            insecure=bool(given.get("ssh_insecure")),
         )
 
     def close(self) -> None:
@@ -438,17 +424,11 @@ class SshBackend(Backend):
         for conn in self._conns:
             conn.close()
 
-    def up(
-        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None = None
+    def _up(
+        self, cluster: str, count: int, ports: list[int], image: ImageSpec | None
     ) -> list[Node]:
         """The hosts are what they are: `image` is not built here, and its packages must be
-        installed on them beforehand (README.md says which, per cluster kind)."""
-        if not _CLUSTER_NAME.fullmatch(cluster):
-            raise BadInput(f"cluster name {cluster!r} must be letters, digits, '_', '.', '-'")
-        if count < 1:
-            raise BadInput(f"a cluster needs at least one node, not {count}")
-        if bad := [p for p in ports if not 0 < p < 65536]:
-            raise BadInput(f"not TCP ports: {bad}")
+        installed on them beforehand (docs/ says which, per cluster kind)."""
         if count > len(self._conns):
             raise BadInput(
                 f"cluster {cluster} needs {count} nodes but the ssh backend has "
@@ -474,12 +454,11 @@ class SshBackend(Backend):
         return [SshNode(f"n{i}", cluster, conn) for i, conn in enumerate(chosen, start=1)]
 
     def nodes(self, cluster: str) -> list[Node]:
-        found = [
+        return in_order(
             SshNode(claim.node, cluster, conn)
             for conn, claim in self._claims()
             if claim is not None and claim.cluster == cluster
-        ]
-        return sorted(found, key=lambda n: int(n.name.removeprefix("n")))
+        )
 
     def clusters(self) -> list[str]:
         return sorted({claim.cluster for _, claim in self._claims() if claim is not None})

@@ -13,24 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from harness import store
-from harness.errors import BadInput
+from core import store
+from core.contract import Contract
+from core.errors import BadInput
+from core.verdict import EXIT_BAD_INPUT, EXIT_INFRA, exit_code
+from harness.plan import TestPlan
 from harness.report import render_report
-from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA, exit_code
+from workloads.bank import Bank as BankWorkload
 
 if TYPE_CHECKING:
     from checkers.spark.session import Spark
 
 # Worst first: an infrastructure error, bad input, an anomaly, an undecided check, valid.
 SEVERITY = [EXIT_INFRA, EXIT_BAD_INPUT, 1, 2, 0]
-# The run modes (DESIGN.md, "What the checkers hold each mode to"), the default first. The
-# checkers name the second in checkers/rollback.py, not imported here: the CLI starts without Spark.
-MODES = ("safekeeper", "confirm-rollback")
-# The checkers whose verdict depends on the mode.
-MODE_CHECKERS = ("append", "set")
-BANK = "bank"
-AVAILABILITY = "availability"  # the checker that takes --max-recovery
-CLUSTER_STATE = "cluster-state"  # the checker that reads the run's polls of the cluster
 
 
 def worst(codes: list[int]) -> int:
@@ -39,14 +34,14 @@ def worst(codes: list[int]) -> int:
 
 @dataclass
 class Target:
-    """One thing to check: which history, where its analysis goes, and how to read it."""
+    """One thing to check: which history, where its analysis goes, the plan it is held to, and
+    the run's own evidence beside the history (its polls of the cluster, WAL checksums)."""
 
     history: Path
     out_dir: Path
-    workloads: list[str]
-    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    plan: TestPlan
     config: dict[str, Any] = field(default_factory=dict)
-    mode: str = MODES[0]
+    evidence: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the report says of how it was read
 
 
@@ -70,16 +65,15 @@ def resolve(
             raise BadInput(f"{path} has no {store.HISTORY}: is it a run folder?")
         config_path = path / store.CONFIG
         config = store.read_json(config_path) if config_path.exists() else {}
-        names = workloads or config.get("workloads")
-        if not names:
+        if not (workloads or config.get("workloads")):
             raise BadInput(f"{path} has no {store.CONFIG}: say which workload with --workload")
-        params = dict(config.get("workload_params", {}))
-        if config.get("max_recovery") is not None:
-            params[AVAILABILITY] = {"max_recovery": config["max_recovery"]}
+        try:
+            plan = TestPlan.of_config(config, workloads)
+        except BadInput as e:
+            raise BadInput(f"{config_path}: {e}") from e
         state = {"polls": path / store.POLLS, "digests": path / store.NODES / store.WAL_DIGESTS}
-        if found := {k: str(v) for k, v in state.items() if v.is_file()}:
-            params[CLUSTER_STATE] = found
-        return Target(history, out or path, names, params, config, run_mode(config, config_path))
+        found = {k: str(v) for k, v in state.items() if v.is_file()}
+        return Target(history, out or path, plan, config, found)
     if not workloads:
         raise BadInput(f"{path} is a bare history: say which workload it is with --workload")
     out_dir = out or path.parent / f"{path.stem}-check"
@@ -95,11 +89,11 @@ def resolve(
         notes.append(f"read from Jepsen's EDN history {path} ({len(events)} events)")
         path = converted
     params = default_params(workloads)
-    if BANK in workloads:
-        params[BANK], note = bank_params(path, bank)
+    if BankWorkload.name in workloads:
+        params[BankWorkload.name], note = bank_params(path, bank)
         notes += [note] if note else []
     config = {"workloads": workloads, "history": str(path)}
-    return Target(path, out_dir, workloads, params, config, notes=notes)
+    return Target(path, out_dir, TestPlan.of_history(workloads, params), config, notes=notes)
 
 
 def bank_params(path: Path, given: Bank) -> tuple[dict[str, Any], str | None]:
@@ -145,22 +139,11 @@ def first_bank_read(path: Path) -> tuple[int, dict[str, Any]] | None:
             if (
                 isinstance(event, dict)
                 and (event.get("type"), event.get("f")) == ("ok", "read")
-                and event.get("workload") in (None, BANK)
+                and event.get("workload") in (None, BankWorkload.name)
                 and isinstance(event.get("value"), dict)
             ):
                 return event.get("index", number), event["value"]
     return None
-
-
-def run_mode(config: dict[str, Any], config_path: Path) -> str:
-    """The mode a run used: its cluster's `mode` option, the default when it has none."""
-    mode = (config.get("cluster_options") or {}).get("mode") or MODES[0]
-    if mode not in MODES:
-        raise BadInput(
-            f"{config_path} names mode {mode!r}, which the checkers do not know: "
-            f"say which to check with --mode ({', '.join(MODES)})"
-        )
-    return mode
 
 
 def default_params(names: list[str]) -> dict[str, dict[str, Any]]:
@@ -176,23 +159,18 @@ def analyze(
     target: Target,
     console: Console,
     model: str | None = None,
-    mode: str | None = None,
+    contract: Contract | None = None,
     max_recovery: float | None = None,
 ) -> dict[str, Any]:
     """Run the pipeline on one target and write results.json and report.html beside it.
 
-    `model` overrides the consistency model the append checker holds the history to, `mode` the
-    run's mode (the contract the append and set checkers hold it to), `max_recovery` the run's
+    `model` overrides the consistency model the append checker holds the history to, `contract`
+    the run's contract (which the append and set checkers hold it to), `max_recovery` the run's
     bound on recovery after a heal."""
     from checkers.spark.pipeline import analyze as run_pipeline
 
-    if model is not None:
-        target.params.setdefault("append", {})["model"] = model
-    if max_recovery is not None:
-        target.params[AVAILABILITY] = {"max_recovery": max_recovery}
-    mode = mode or target.mode
-    for name in MODE_CHECKERS:
-        target.params.setdefault(name, {})["mode"] = mode
+    plan = target.plan.holding(contract, max_recovery)
+    params = plan.params(model, **target.evidence)
 
     # On a terminal, a line that names the step under way (gone when the check ends).
     with console.status(f"checking {target.history}") as status:
@@ -201,9 +179,10 @@ def analyze(
             status.update(f"checking {target.history}: {what}")
 
         results = run_pipeline(
-            spark, target.history, target.out_dir, target.workloads, target.params, step
+            spark, target.history, target.out_dir, plan.checkers(), params, step, plan.writes
         )
-        results["mode"] = mode
+        results["mode"] = plan.contract.value
+        results["plan"] = plan.to_json()
         results["config"] = target.config
         results["notes"] = target.notes + results.get("notes", [])
         store.write_json(target.out_dir / store.RESULTS, results)
@@ -219,19 +198,19 @@ def check_paths(
     spark_master: str | None,
     console: Console,
     model: str | None = None,
-    mode: str | None = None,
+    contract: Contract | None = None,
     max_recovery: float | None = None,
     bank: Bank = Bank(),
 ) -> int:
     """Check each path, print its verdict and report path; return the worst exit code. `model`,
-    `mode` and `max_recovery`, when given, override each run's."""
+    `contract` and `max_recovery`, when given, override each run's."""
     from checkers.spark.session import start_spark
 
     if out is not None and len(paths) > 1:
         raise BadInput("--out takes one path to check; drop it to write beside each history")
     if len(paths) == 1:  # one path: its bad input is the whole answer (exit 254 via the CLI)
         target = resolve(paths[0], workloads, out, bank)
-        results = analyze(start_spark(spark_master), target, console, model, mode, max_recovery)
+        results = analyze(start_spark(spark_master), target, console, model, contract, max_recovery)
         print_verdict(console, results, target.out_dir)
         return exit_code(results["valid"])
     spark = start_spark(spark_master)
@@ -239,7 +218,7 @@ def check_paths(
     for path in paths:
         try:
             target = resolve(path, workloads, out, bank)
-            results = analyze(spark, target, console, model, mode, max_recovery)
+            results = analyze(spark, target, console, model, contract, max_recovery)
         except BadInput as e:
             console.print(f"[red]error:[/] {e}")
             codes.append(EXIT_BAD_INPUT)

@@ -20,11 +20,11 @@ from rich.table import Table
 
 from clusters.registry import all_kind_options
 from clusters.registry import kind_options as registry_kind_options
-from harness import store
-from harness.check import MODES as CHECK_MODES
+from core import store
+from core.contract import LEGACY, Contract
+from core.errors import BadInput, InfraError
+from core.verdict import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERRUPTED
 from harness.config import RunConfig, split_names
-from harness.errors import BadInput, InfraError
-from harness.verdict import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERRUPTED
 from nemesis import ALL, NONE, PACKAGES
 
 console = Console(stderr=False, highlight=False, soft_wrap=True)
@@ -70,7 +70,7 @@ def backend_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def kind_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options only one cluster kind takes (e.g. --safekeepers), declared by the kinds."""
     for option in reversed(all_kind_options()):
-        choice = click.Choice(option.choices) if option.choices else option.type
+        choice = click.Choice(option.spellings) if option.choices else option.type
         f = click.option(option.flag, option.name, type=choice, default=None, help=option.help)(f)
     return f
 
@@ -134,7 +134,7 @@ def cli() -> None:
     show_default=True,
     help="Cluster kind to deploy: safekeeper (Postgres, proxy, safekeepers), single (one "
     "Postgres), tarantool (Tarantool 2.6's synchronous replication, checked in the "
-    "confirm-rollback mode) or manatee (seed 004: Postgres peers whose roles come from "
+    "confirm-rollback contract) or manatee (seed 004: Postgres peers whose roles come from "
     "ZooKeeper; its nodes' image is built on first use).",
 )
 @kind_options
@@ -304,10 +304,10 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
 @click.option(
     "--mode",
     default=None,
-    type=click.Choice(CHECK_MODES),
-    help="The contract the append and set checkers hold the history to: safekeeper, or "
+    type=click.Choice([*(c.value for c in Contract), *LEGACY]),
+    help="The contract the append and set checkers hold the history to: durable, or "
     "confirm-rollback (a write told it was rolled back must never appear); default: the run's, "
-    "or safekeeper for a bare history.",
+    "or durable for a bare history (safekeeper is the old name of durable).",
 )
 @click.option(
     "--max-recovery",
@@ -352,8 +352,11 @@ def check(
         raise BadInput(f"--accounts must be at least 1, got {accounts}")
     names = split_names(workloads) if workloads else None
     bank = Bank(accounts, total)
+    contract = Contract.parse(mode) if mode else None
     sys.exit(
-        check_paths(list(paths), names, out, spark_master, console, model, mode, max_recovery, bank)
+        check_paths(
+            list(paths), names, out, spark_master, console, model, contract, max_recovery, bank
+        )
     )
 
 
@@ -375,8 +378,8 @@ def check(
 )
 def export(run: Path, fmt: str, out: Path | None) -> None:
     """Write a run's history in another format, so that other tools can check it too."""
+    from core.history import has_partial_last_line
     from harness.edn_history import write_events
-    from harness.history import has_partial_last_line
 
     history = run / store.HISTORY if run.is_dir() else run
     if not history.is_file():
@@ -412,7 +415,13 @@ def gate(result_dirs: tuple[Path, ...], junit: Path | None, spark_master: str | 
 @cli.command()
 @store_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8000, show_default=True, help="Port to listen on (0: any free).")
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on, 0 to 65535 (0: any free).",
+)
 @spark_master_option("the index of runs")
 def serve(store: Path, host: str, port: int, spark_master: str | None) -> None:
     """Browse the store: an index of every run (sortable, filterable), each report and file,

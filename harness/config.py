@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import BadInput
+from core.errors import BadInput
 from workloads.postgres import ISOLATION_LEVELS
 
 

@@ -22,7 +22,7 @@ from typing import Any
 import edn_format
 from edn_format import Keyword
 
-from harness.errors import BadInput
+from core.errors import BadInput
 
 KEYWORD_FIELDS = ("type", "f", "workload")  # their values are keywords in Jepsen's histories
 

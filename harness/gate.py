@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from harness import store
+from core import store
+from core.verdict import EXIT_INFRA
 from harness.check import worst
-from harness.verdict import EXIT_INFRA
 
 if TYPE_CHECKING:
     from checkers.spark.runs_index import RunRow

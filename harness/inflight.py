@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from harness.history import HistoryWriter
+from core.history import HistoryWriter
 
 
 class RunOver(Exception):
@@ -29,6 +29,7 @@ class Op:
     value: Any
     node: str
     workload: str
+    write: bool  # as the workload declares it: recorded on the invocation
 
 
 class InFlight:
@@ -43,7 +44,7 @@ class InFlight:
         with self.lock:
             if self.over:
                 raise RunOver
-            self._write(op, "invoke", op.value, op.node)
+            self._write(op, "invoke", op.value, op.node, write=op.write)
             self.ops[key] = op
 
     def complete(
@@ -80,10 +81,13 @@ class InFlight:
         node: str,
         error: str | None = None,
         lsn: int | None = None,
+        write: bool | None = None,
     ) -> None:
         extra: dict[str, Any] = {"error": error} if error else {}
         if lsn is not None:
             extra["lsn"] = lsn
+        if write is not None:
+            extra["write"] = write
         self.history.append(
             process=op.process,
             type=type_,

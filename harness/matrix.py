@@ -36,9 +36,9 @@ from typing import Any
 import click
 from rich.console import Console
 
+from core.errors import BadInput, InfraError
+from core.verdict import EXIT_INFRA, EXIT_INTERRUPTED
 from harness.config import RunConfig
-from harness.errors import BadInput, InfraError
-from harness.verdict import EXIT_INFRA, EXIT_INTERRUPTED
 
 # The matrix's dimensions as the issue names them, and the option each one sets.
 DIMENSIONS = {"workloads": "workload", "nemeses": "nemesis", "modes": "mode", "seeds": "seed"}

@@ -22,12 +22,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
-from harness import store
+from core import store
 from harness.cycle_svg import cycle_svg
 
 TYPE_COLOURS = {"ok": "#2a9d8f", "fail": "#e9c46a", "info": "#b5179e"}
 # Where a cluster kind's defaults are not in config.json (older runs), the report says them.
-KIND_DEFAULTS = {"safekeeper": {"mode": "safekeeper", "variant": "term-history"}}
 LABELLED_FAULTS = 12  # more fault bands than this in a plot go unlabelled: the names would overlap
 POSTGRES_LOG = "postgres.log"
 _POSTGRES_STARTS = re.compile(rb"starting PostgreSQL (\S+)")
@@ -182,15 +181,22 @@ def _counts_table(stats: dict[str, Any]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def configuration(config: dict[str, Any], out_dir: Path) -> list[tuple[str, Any]]:
-    """What was tested, first: the cluster and its mode, variant and planted bug, the workloads,
-    the faults, the seed, and the versions the run recorded (nothing that it did not)."""
+def configuration(
+    config: dict[str, Any], plan: dict[str, Any], out_dir: Path
+) -> list[tuple[str, Any]]:
+    """What was tested, first: the cluster, the contract it was held to and its options (as
+    the plan has them, defaults included), the workloads, the faults, the seed, and the
+    versions the run recorded (nothing that it did not)."""
     rows: list[tuple[str, Any]] = []
-    kind = config.get("cluster")
-    options = {**KIND_DEFAULTS.get(kind or "", {}), **(config.get("cluster_options") or {})}
-    if kind:
-        rows.append(("cluster", kind))
-        rows += [(key, options[key]) for key in ("mode", "variant", "bug") if options.get(key)]
+    if plan.get("kind"):
+        rows.append(("cluster", plan["kind"]))
+    if plan.get("contract"):
+        rows.append(("contract", plan["contract"]))
+    options = plan.get("options") or {}
+    # the mode option chose the contract, shown above
+    rows += [
+        (k.replace("_", " "), v) for k, v in options.items() if v not in (None, "") and k != "mode"
+    ]
     for key, label in (("workloads", "workloads"), ("nemesis", "nemesis")):
         if config.get(key):
             rows.append((label, ", ".join(str(v) for v in config[key])))
@@ -303,7 +309,7 @@ def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
         availability=availability,
         counts=_counts_table(stats),
         config=config,
-        summary=configuration(config, out_dir),
+        summary=configuration(config, results.get("plan") or {}, out_dir),
         files=_files(out_dir),
         figures={k: script_json(v) for k, v in figures.items()},
         page_data=script_json(page_data),

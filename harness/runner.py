@@ -10,7 +10,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,14 +18,17 @@ from typing import Any
 from rich.console import Console
 
 import nemesis
-from clusters.kind import ClusterKind, Endpoint, wait_until
+from clusters.kinds.base import ClusterKind
+from clusters.kinds.on_node import wait_until
 from clusters.registry import cluster_kind, make_backend
-from harness import store
+from core import store
+from core.endpoint import Endpoint
+from core.errors import BadInput
+from core.history import FINAL_READS_PROCESS, HistoryWriter
 from harness.config import RunConfig
-from harness.errors import BadInput
 from harness.generator import Generator, Pacer
-from harness.history import FINAL_READS_PROCESS, HistoryWriter
 from harness.inflight import InFlight, Op, RunOver
+from harness.plan import TestPlan
 from harness.polls import PollRecorder
 from harness.progress import Progress
 from nemesis.base import Nemesis
@@ -53,6 +56,37 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 @contextlib.contextmanager
+def on_interrupt(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """Ctrl-C and SIGTERM handled by `handler` while the block runs."""
+    previous = {sig: signal.signal(sig, handler) for sig in INTERRUPTS}
+    try:
+        yield
+    finally:
+        for sig, was in previous.items():
+            signal.signal(sig, was)
+
+
+def interruptible() -> contextlib.AbstractContextManager[None]:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt while the run goes. SIGINT too: a run started
+    in the background of a script inherits it ignored, and `kill -INT` must still heal and tear
+    down rather than do nothing."""
+    return on_interrupt(_raise_interrupt)
+
+
+@contextlib.contextmanager
+def polling(recorder: PollRecorder) -> Iterator[None]:
+    """The cluster polled in the background while the block runs."""
+    stop = threading.Event()
+    poller = threading.Thread(target=recorder.run, args=(stop,), name="polls")
+    poller.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        poller.join()
+
+
+@contextlib.contextmanager
 def shielded(console: Console) -> Iterator[None]:
     """Ctrl-C and SIGTERM wait while the run heals and tears down: a second one must not leave a
     fault or a node behind (the first already ends the run)."""
@@ -64,12 +98,8 @@ def shielded(console: Console) -> Iterator[None]:
             console.print("[yellow]still healing and tearing down: it ends in a moment[/]")
             told = True
 
-    previous = {sig: signal.signal(sig, hold) for sig in INTERRUPTS}
-    try:
+    with on_interrupt(hold):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class Runner:
@@ -85,9 +115,12 @@ class Runner:
             model = REALTIME_MODEL_FOR_ISOLATION.get(cfg.isolation)
         self.options = WorkloadOptions(isolation=cfg.isolation, model=model)
         self.workloads = build_workloads(cfg.workloads, self.options)
+        self.plan = TestPlan.of_run(
+            self.kind_class, cfg.cluster_options, self.workloads, cfg.max_recovery
+        )
         nemesis.validate(
             cfg.nemesis,
-            self.kind_class.nodes_needed(cfg.cluster_options),
+            self.kind_class.nodes_needed(self.plan.options),
             cfg.cluster,
             self.kind_class.coordinated,
         )
@@ -108,67 +141,85 @@ class Runner:
         return client_for(ep, self.cfg.isolation, self.cfg.op_timeout)
 
     def run(self) -> RunResult:
+        """The run as a stack of resources, each released in turn whatever happens (success, an
+        exception, Ctrl-C, SIGTERM): the interrupt handlers, the cluster (healed and torn down),
+        the history, the nemesis (healed), the poller (stopped)."""
+        run_dir, config = self._open_run()
+        kind = self.kind_class(self.backend, config["cluster_name"], self.plan.options)
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(interruptible())
+                stack.callback(self._release_cluster, kind)
+                self._deploy(kind, run_dir, config)
+                if self._drive(kind, run_dir, stack):
+                    return RunResult(run_dir, interrupted=True)
+                kind.collect(run_dir / store.NODES)
+                return RunResult(run_dir)
+        except KeyboardInterrupt:
+            self.console.print("[yellow]interrupted: healed and torn down[/]")
+            return RunResult(run_dir, interrupted=True)
+
+    def _open_run(self) -> tuple[Path, dict[str, Any]]:
+        """The run's folder, with its configuration (the plan included) written first."""
         cfg = self.cfg
         run_dir = store.new_run_dir(cfg.store, cfg.test_name)
         self.run_dir = run_dir
         config = cfg.to_json() | {
-            "workload_params": {w.name: w.checker_params() for w in self.workloads},
+            "cluster_options": dict(self.plan.options),
+            "workload_params": {w.name: dict(w.params) for w in self.plan.workloads},
             "cluster_name": f"{cfg.cluster}-{run_dir.name}".lower(),
+            "plan": self.plan.to_json(),
         }
         store.write_json(run_dir / store.CONFIG, config)
         store.point_latest(cfg.store, run_dir)
         self.console.print(f"run folder: {run_dir}")
-        kind = self.kind_class(self.backend, config["cluster_name"], cfg.cluster_options)
-        if kind.mode != ClusterKind.mode:  # `harness check` reads the contract from the options
-            config["cluster_options"] = {**config["cluster_options"], "mode": kind.mode}
-            store.write_json(run_dir / store.CONFIG, config)
-        # SIGINT too: a run started in the background of a script inherits it ignored, and
-        # `kill -INT` must still heal and tear down rather than do nothing
-        previous = {sig: signal.signal(sig, _raise_interrupt) for sig in INTERRUPTS}
-        faults: Nemesis | None = None
-        try:
-            kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
-            if self.backend.power:  # what the setup wrote is on disk, as on a settled machine
-                for node in kind.nodes:
-                    node.sync_power()
-            endpoints = kind.endpoints()
-            config["versions"] = self._setup_workloads(endpoints[0])
-            store.write_json(run_dir / store.CONFIG, config)
-            interrupted = False
-            with HistoryWriter(run_dir / store.HISTORY) as history:
-                inflight = InFlight(history)
-                faults = nemesis.build(cfg.nemesis, kind, history, cfg.seed, cfg.nemesis_interval)
-                polls = PollRecorder(kind.poll, history.now, run_dir / store.POLLS)
-                polling = threading.Event()
-                poller = threading.Thread(target=polls.run, args=(polling,), name="polls")
-                poller.start()
-                try:
-                    self._run_clients(endpoints, inflight, faults)
-                    self._heal(kind, faults)
-                    self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
-                    time.sleep(cfg.settle)
-                    self._final_reads(endpoints[0], inflight)
-                except KeyboardInterrupt:
-                    interrupted = True
-                    with shielded(self.console):
-                        self._wind_down(kind, faults, inflight)
-                finally:
-                    polling.set()
-                    poller.join()
-            if interrupted:
-                return RunResult(run_dir, interrupted=True)
-            kind.collect(run_dir / store.NODES)
-            return RunResult(run_dir)
-        except KeyboardInterrupt:
-            self.console.print("[yellow]interrupted: healing and tearing down[/]")
-            return RunResult(run_dir, interrupted=True)
-        finally:
-            with shielded(self.console):
-                self.stop.set()
+        return run_dir, config
+
+    def _deploy(self, kind: ClusterKind, run_dir: Path, config: dict[str, Any]) -> None:
+        """The cluster up and answering, and the workloads' tables made."""
+        kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
+        if self.backend.power:  # what the setup wrote is on disk, as on a settled machine
+            for node in kind.nodes:
+                node.sync_power()
+        config["versions"] = self._setup_workloads(kind.endpoints()[0])
+        store.write_json(run_dir / store.CONFIG, config)
+
+    def _drive(self, kind: ClusterKind, run_dir: Path, outer: contextlib.ExitStack) -> bool:
+        """Clients and faults for the run's time, the heal, the settle and the final reads, with
+        the history open and the cluster polled; True when Ctrl-C ended it early."""
+        cfg = self.cfg
+        endpoints = kind.endpoints()
+        with contextlib.ExitStack() as stack:
+            history = stack.enter_context(HistoryWriter(run_dir / store.HISTORY))
+            inflight = InFlight(history)
+            faults = nemesis.build(cfg.nemesis, kind, history, cfg.seed, cfg.nemesis_interval)
+            outer.callback(self._release_faults, kind, faults)  # before the teardown, whatever
+            recorder = PollRecorder(kind.poll, history.now, run_dir / store.POLLS)
+            stack.enter_context(polling(recorder))
+            try:
+                self._run_clients(endpoints, inflight, faults)
                 self._heal(kind, faults)
-                self._teardown(kind)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
+                time.sleep(cfg.settle)
+                self._final_reads(endpoints[0], inflight)
+            except KeyboardInterrupt:
+                with shielded(self.console):
+                    self._wind_down(kind, faults, inflight)
+                return True
+        return False
+
+    def _release_faults(self, kind: ClusterKind, faults: Nemesis) -> None:
+        """Stop the workers and heal the nemesis's faults, deaf to a second Ctrl-C."""
+        with shielded(self.console):
+            self.stop.set()
+            self._heal(kind, faults)
+
+    def _release_cluster(self, kind: ClusterKind) -> None:
+        """Stop the workers and tear the cluster down, deaf to a second Ctrl-C (faults exist
+        only once the nemesis does, and its release heals them and the nodes first)."""
+        with shielded(self.console):
+            self.stop.set()
+            self._teardown(kind)
 
     def _wind_down(self, kind: ClusterKind, faults: Nemesis, inflight: InFlight) -> None:
         """After Ctrl-C while the history is open: stop the workers, heal (recorded), give the
@@ -241,8 +292,10 @@ class Runner:
         try:
             while pacer.wait(self.stop):
                 op = generator.next()
-                inflight.invoke(index, Op(process, op.f, op.value, ep.node, op.workload))
-                done = client.run(workloads[op.workload], op.f, op.value)
+                workload = workloads[op.workload]
+                write = workload.writes(op.f, op.value)
+                inflight.invoke(index, Op(process, op.f, op.value, ep.node, op.workload, write))
+                done = client.run(workload, op.f, op.value)
                 node = client.node or ep.node
                 if not inflight.complete(index, done.type, done.value, node, done.error, done.lsn):
                     return  # the run ended first and recorded it as info
@@ -265,7 +318,8 @@ class Runner:
             for w in self.workloads:
                 for f, value in w.final_ops():
                     while True:
-                        inflight.invoke(FINAL, Op(process, f, value, ep.node, w.name))
+                        write = w.writes(f, value)
+                        inflight.invoke(FINAL, Op(process, f, value, ep.node, w.name, write))
                         done = client.run(w, f, value)
                         node = client.node or ep.node
                         inflight.complete(FINAL, done.type, done.value, node, done.error, done.lsn)

@@ -34,8 +34,8 @@ from urllib.parse import quote, unquote, urlsplit
 from jinja2 import Environment, PackageLoader, select_autoescape
 from rich.console import Console
 
-from harness import store
-from harness.errors import BadInput
+from core import store
+from core.errors import BadInput
 
 if TYPE_CHECKING:
     from checkers.spark.runs_index import RunRow

@@ -24,9 +24,9 @@ import random
 from collections.abc import Callable
 
 from clusters.backend import Node
-from clusters.kind import ClusterKind
-from harness.errors import BadInput
-from harness.history import HistoryWriter
+from clusters.kinds.base import ClusterKind
+from core.errors import BadInput
+from core.history import HistoryWriter
 from nemesis import clock, packet, partition
 from nemesis.base import Nemesis, NoNemesis
 from nemesis.clock import Clock

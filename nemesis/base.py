@@ -11,8 +11,8 @@ import threading
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from clusters.kind import ClusterKind
-from harness.history import HistoryWriter
+from clusters.kinds.base import ClusterKind
+from core.history import HistoryWriter
 
 
 class Nemesis(ABC):

@@ -1,7 +1,7 @@
 """The clock fault: bump or strobe the clocks of the target nodes; reset them at the fault's end.
 
 Only the cluster's processes see it, through libfaketime: they start with it preloaded, reading
-the node's clock file (`clusters.kind.under_faketime`), and this fault rewrites that file (a
+the node's clock file (`clusters.kinds.base.under_faketime`), and this fault rewrites that file (a
 relative offset such as "+1.250" or "-3.000" seconds; "+0" is no offset). A bump writes one
 offset; a strobe runs a small loop on the node that flips the offset between +delta and zero
 every period (one command per flip from the harness would be far too slow). The host clock is
@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 from clusters.backend import Node
-from clusters.kind import CLOCK_FILE, ClusterKind
+from clusters.kinds.base import ClusterKind
+from clusters.kinds.on_node import CLOCK_FILE
 from nemesis import targets
 from nemesis.fault import Fault, by_name, on_nodes
 from nemesis.processes import process_table, send, tree

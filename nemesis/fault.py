@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Self, TypeVar
 
 from clusters.backend import Node
-from clusters.kind import ClusterKind
+from clusters.kinds.base import ClusterKind
 from nemesis import targets
 
 T = TypeVar("T")

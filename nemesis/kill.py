@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.backend import Node
-from clusters.kind import ClusterKind
+from clusters.kinds.base import ClusterKind
 from nemesis import targets
 from nemesis.fault import ProcessFault, by_name, on_nodes
 from nemesis.processes import kill_tree, wait_gone

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from clusters.backend import Node
-from clusters.kind import ClusterKind
-from harness.errors import InfraError
+from clusters.kinds.base import ClusterKind
+from core.errors import InfraError
 from nemesis import iptables, targets
 from nemesis.fault import Fault, by_name, on_nodes
 from nemesis.processes import process_table, send, tree, wait_gone

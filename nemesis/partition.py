@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 from clusters.backend import Node
-from clusters.kind import ClusterKind
+from clusters.kinds.base import ClusterKind
 from nemesis import grudges, iptables
 from nemesis.fault import Fault, on_nodes
 from nemesis.grudges import Grudge

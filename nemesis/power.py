@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clusters.kind import ClusterKind
+from clusters.kinds.base import ClusterKind
 from nemesis.fault import by_name, on_nodes
 from nemesis.kill import Kill
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from clusters.backend import Node
-from harness.errors import InfraError
+from core.errors import InfraError
 
 GONE_TIMEOUT = 10.0
 

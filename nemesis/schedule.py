@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.kind import ClusterKind
-from harness.errors import InfraError
-from harness.history import NEMESIS, HistoryWriter
+from clusters.kinds.base import ClusterKind
+from core.errors import InfraError
+from core.history import NEMESIS, HistoryWriter
 from nemesis.base import Nemesis
 from nemesis.fault import Fault
 

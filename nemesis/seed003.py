@@ -38,7 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.kind import ClusterKind
+from clusters.kinds.base import ClusterKind
+from core.polls import ComputePoll, Record, SafekeeperPoll
 from nemesis import grudges, partition
 from nemesis.fault import Fault, on_nodes
 from nemesis.grudges import Grudge
@@ -52,7 +53,7 @@ POLL_EVERY = 0.2  # seconds between polls while a phase waits: the split must be
 SETTLE = 3.0  # seconds a phase's partition stays once its condition holds
 WAITS = {"leader": 30.0, "tail": 45.0, "split": 20.0, "apart": 15.0, "corrupt": 25.0}
 
-Poll = dict[str, dict[str, Any]]
+Poll = dict[str, Record]
 
 
 @dataclass(frozen=True)
@@ -109,12 +110,19 @@ def phase_grudge(phase: str, nodes: list[str], c: Cast) -> Grudge:
     return grudges.from_components(nodes, components)
 
 
+def keeper(polled: Poll, name: str) -> SafekeeperPoll | None:
+    """What the safekeeper `name` said, if it answered."""
+    state = polled.get(name)
+    return state if isinstance(state, SafekeeperPoll) else None
+
+
 def terms(polled: Poll, names: list[str] | tuple[str, ...]) -> list[int]:
-    return [polled[n].get("term") or 0 for n in names if n in polled]
+    return [s.term or 0 for n in names if (s := keeper(polled, n)) is not None]
 
 
 def flush(polled: Poll, name: str) -> int:
-    return (polled.get(name) or {}).get("flush_lsn") or 0
+    state = keeper(polled, name)
+    return (state.flush_lsn or 0) if state else 0
 
 
 def elected(polled: Poll, c: Cast, before: int) -> bool:
@@ -124,9 +132,9 @@ def elected(polled: Poll, c: Cast, before: int) -> bool:
 
 def recorded(polled: Poll, c: Cast, voters_flush: int, term: int) -> bool:
     """The split term's records reached the recording safekeepers, and A has joined it."""
-    return (
-        min(flush(polled, n) for n in c.recording) > voters_flush
-        and (polled.get(c.a) or {}).get("term", 0) >= term
+    a = keeper(polled, c.a)
+    return min(flush(polled, n) for n in c.recording) > voters_flush and (
+        a is not None and (a.term or 0) >= term
     )
 
 
@@ -136,25 +144,31 @@ def term_start(polled: Poll, term: int, fallback: int) -> int:
     starts = [
         start
         for s in polled.values()
-        for t, start in [*(s.get("history") or []), [s.get("proposed_epoch"), s.get("vcl")]]
+        if isinstance(s, SafekeeperPoll)
+        for t, start in [*(s.history or []), [s.proposed_epoch, s.vcl]]
         if t == term and start
     ]
     return max(starts, default=fallback)
 
 
+def serving(polled: Poll) -> bool:
+    """A compute serves clients."""
+    return any(isinstance(s, ComputePoll) and s.serving for s in polled.values())
+
+
 def stood_down(polled: Poll, c: Cast) -> bool:
     """S no longer leads a term (its lease ran out), so none of its followers is left."""
     state = polled.get(c.new)
-    return state is not None and state.get("term") is None
+    return isinstance(state, ComputePoll) and state.term is None
 
 
 def committed(polled: Poll, c: Cast, term: int) -> bool:
     """A and the lagging safekeepers elected a term above `term`, and one of them reports A's
     whole log committed (the proposer's commit LSN reaches each with its next append)."""
-    voters = [c.a, *c.lagging]
-    if any(n not in polled for n in voters) or min(terms(polled, voters)) <= term:
+    voters = [keeper(polled, n) for n in (c.a, *c.lagging)]
+    if any(v is None for v in voters) or min(v.term or 0 for v in voters if v) <= term:
         return False
-    return max(polled[n].get("commit_lsn") or 0 for n in voters) >= flush(polled, c.a)
+    return max(v.commit_lsn or 0 for v in voters if v) >= flush(polled, c.a)
 
 
 class Seed003(Fault):
@@ -179,12 +193,12 @@ class Seed003(Fault):
         def at() -> float:
             return round(time.monotonic() - began, 2)
 
-        polled = wait(cluster, lambda p: any(s.get("serving") for s in p.values()), "leader")
+        polled = wait(cluster, serving, "leader")
         if polled is None:
             return value | {"reached": False, "error": "no compute served"}
-        computes = [n for n in names if "role" in polled.get(n, {})]
-        keepers = [n for n in names if "flush_lsn" in polled.get(n, {})]
-        leader = next(n for n in computes if polled.get(n, {}).get("serving"))
+        computes = [n for n in names if isinstance(polled.get(n), ComputePoll)]
+        keepers = [n for n in names if keeper(polled, n) is not None]
+        leader = next(n for n in computes if polled[n].leads())
         c = cast(computes, keepers, leader, self.order)
         value["cast"] = c.as_json()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from clusters.kind import ClusterKind
+from clusters.kinds.base import ClusterKind
 
 TARGETS = ("one", "minority", "majority", "all", "primaries")  # what a random target is among
 PRIMARIES = "primaries"

@@ -1,6 +1,6 @@
 """Workloads, registered in one place: name → class."""
 
-from harness.errors import BadInput
+from core.errors import BadInput
 from workloads.append import Append
 from workloads.bank import Bank
 from workloads.base import Workload, WorkloadOptions

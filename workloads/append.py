@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 
+from checkers import catalog
 from workloads.base import Workload
 
 MODEL_FOR_ISOLATION = {  # what a run's isolation level promises, in Elle's terms
@@ -30,6 +31,7 @@ REALTIME_MODEL_FOR_ISOLATION = {
 
 class Append(Workload):
     name = "append"
+    checkers = (catalog.APPEND, catalog.SPLIT_BRAIN)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -62,8 +64,14 @@ class Append(Workload):
                 mops.append(["r", rng.choice(self._active), None])
         return "txn", mops
 
-    def read_only(self, f: str, value: Any) -> bool:
-        return all(m[0] == "r" for m in value)
+    @staticmethod
+    def writes(f: str, value: Any) -> bool:
+        """A transaction that appends."""
+        return (
+            f == "txn"
+            and isinstance(value, list)
+            and any(isinstance(mop, list) and mop[:1] == ["append"] for mop in value)
+        )
 
     def invoke(self, conn: psycopg.Connection, f: str, value: Any) -> Any:
         done = []

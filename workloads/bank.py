@@ -11,11 +11,13 @@ from typing import Any
 
 import psycopg
 
+from checkers import catalog
 from workloads.base import Definite, Workload
 
 
 class Bank(Workload):
     name = "bank"
+    checkers = (catalog.BANK,)
 
     @property
     def accounts(self) -> list[int]:
@@ -48,8 +50,9 @@ class Bank(Workload):
             "amount": rng.randint(1, self.options.max_transfer),
         }
 
-    def read_only(self, f: str, value: Any) -> bool:
-        return f == "read"
+    @staticmethod
+    def writes(f: str, value: Any) -> bool:
+        return f == "transfer"
 
     def invoke(self, conn: psycopg.Connection, f: str, value: Any) -> Any:
         if f == "read":

@@ -1,7 +1,8 @@
-"""What a workload is: a generator of operations, a client that runs them, its final reads.
+"""What a workload is: a generator of operations, a client that runs them, its final reads,
+which of its operations write, and the checkers that judge its histories.
 
-Workloads know nothing of the runner, the nemesis or the checkers; the runner hands each operation
-to the workload with a connection and records what comes back.
+Workloads know nothing of the runner or the nemesis; the runner hands each operation to the
+workload with a connection and records what comes back, and the checkers read the declarations.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import psycopg
+
+from checkers.catalog import Checker
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Workload(ABC):
     """One workload: its schema, its operation generator, its client operations, its final reads."""
 
     name: ClassVar[str]
+    checkers: ClassVar[tuple[Checker, ...]]  # what judges its histories
 
     def __init__(self, options: WorkloadOptions) -> None:
         self.options = options
@@ -49,9 +53,11 @@ class Workload(ABC):
     def next_op(self, rng: random.Random) -> tuple[str, Any]:
         """The next operation (f, value) to invoke; called under the generator's lock."""
 
+    @staticmethod
     @abstractmethod
-    def read_only(self, f: str, value: Any) -> bool:
-        """True when the operation cannot change the database (its failure is always definite)."""
+    def writes(f: str, value: Any) -> bool:
+        """Whether the operation may change the database: recorded on its invocation, so that
+        no checker guesses; a failure of one that does not is always definite."""
 
     @abstractmethod
     def invoke(self, conn: psycopg.Connection, f: str, value: Any) -> Any:

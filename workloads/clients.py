@@ -7,18 +7,14 @@ the last operation) and `close()`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from core.endpoint import Endpoint, Protocol
 from workloads.postgres import PostgresClient
 from workloads.tarantool_client import TarantoolClient
 
-if TYPE_CHECKING:
-    from clusters.kind import Endpoint
-
 Client = PostgresClient | TarantoolClient
-CLIENTS: dict[str, type[PostgresClient] | type[TarantoolClient]] = {
-    "postgres": PostgresClient,
-    "tarantool": TarantoolClient,
+CLIENTS: dict[Protocol, type[PostgresClient] | type[TarantoolClient]] = {
+    Protocol.POSTGRES: PostgresClient,
+    Protocol.TARANTOOL: TarantoolClient,
 }
 
 

@@ -1,7 +1,7 @@
 """How a client of the confirm/rollback mode ends a writing transaction and learns its outcome.
 
 The client sends PREPARE TRANSACTION instead of COMMIT. The transaction is then in the leader's
-limbo: durable in WAL, invisible, and decided by the leader alone (clusters/walkeeper/limbo.py):
+limbo: durable in WAL, invisible, and decided by the leader alone (systems/walkeeper/limbo.py):
 COMMIT PREPARED once a quorum holds it (CONFIRM), ROLLBACK PREPARED when the quorum is not
 collected in time (ROLLBACK). The client watches the transaction's status (pg_xact_status), and
 once it is decided waits until the quorum holds the decision: the synchronous standby's flush

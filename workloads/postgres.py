@@ -24,7 +24,7 @@ from workloads.confirm_rollback import prepare_and_wait
 from workloads.errors import Phase, classify, describe
 
 if TYPE_CHECKING:
-    from clusters.kind import Endpoint
+    from core.endpoint import Endpoint
 
 ISOLATION_LEVELS = {
     "serializable": IsolationLevel.SERIALIZABLE,
@@ -157,7 +157,7 @@ class PostgresClient:
 
     def run(self, workload: Workload, f: str, value: Any) -> Completion:
         """Run one operation as one transaction and say what is known of its outcome."""
-        read_only = workload.read_only(f, value)
+        read_only = not workload.writes(f, value)
         phase: Phase = "connect"
         try:
             conn = self.connect()

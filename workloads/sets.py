@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 
+from checkers import catalog
 from workloads.base import Workload
 
 READ_PROBABILITY = 0.05
@@ -18,6 +19,7 @@ READ_PROBABILITY = 0.05
 
 class SetWorkload(Workload):
     name = "set"
+    checkers = (catalog.SET,)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -31,8 +33,9 @@ class SetWorkload(Workload):
             return "read", None
         return "add", next(self._elements)
 
-    def read_only(self, f: str, value: Any) -> bool:
-        return f == "read"
+    @staticmethod
+    def writes(f: str, value: Any) -> bool:
+        return f == "add"
 
     def invoke(self, conn: psycopg.Connection, f: str, value: Any) -> Any:
         if f == "read":

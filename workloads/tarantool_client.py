@@ -1,5 +1,5 @@
 """One logical client's connection to a Tarantool cluster (the `tarantool` cluster kind), and how an
-operation is run on it: one call of the server-side function `<workload>_<f>` (clusters/qsync/
+operation is run on it: one call of the server-side function `<workload>_<f>` (systems/qsync/
 node.lua), which is one transaction.
 
 The client tries the cluster's nodes in turn and keeps to the first that takes writes (the
@@ -26,7 +26,7 @@ from workloads.base import Definite, Workload
 from workloads.postgres import Completion
 
 if TYPE_CHECKING:
-    from clusters.kind import Endpoint
+    from core.endpoint import Endpoint
 
 # Errors that mean the leader rolled the transaction back, and the words the history gets for
 # them (checkers/rollback.py recognises "rolled back").
@@ -128,7 +128,7 @@ class TarantoolClient:
             self.close()
 
     def run(self, workload: Workload, f: str, value: Any) -> Completion:
-        read_only = workload.read_only(f, value)
+        read_only = not workload.writes(f, value)
         sent = False
         try:
             conn = self.connect()

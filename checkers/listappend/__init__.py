@@ -30,8 +30,9 @@ from checkers.listappend.graph import (
 )
 from checkers.listappend.history import INIT, Txn
 from checkers.listappend.keys import LOST, Access
-from checkers.rollback import CONFIRM_ROLLBACK, RESURRECTED
-from harness.history import FINAL_READS_PROCESS
+from checkers.rollback import RESURRECTED
+from core.contract import Contract
+from core.history import FINAL_READS_PROCESS
 
 DEFAULT_BUDGET = 10.0  # seconds of cycle search per strongly connected component
 CASE_CAP = 20  # cases kept per anomaly type; the counts are complete
@@ -46,10 +47,10 @@ def check(
     txns: Iterable[Txn],
     model: str = "serializable",
     budget: float = DEFAULT_BUDGET,
-    mode: str | None = None,
+    contract: Contract = Contract.DURABLE,
 ) -> dict[str, Any]:
     """Judge a list-append history against `model`, in process. Only client transactions are
-    given. `mode` "confirm-rollback" adds that mode's contract (no resurrected rollback)."""
+    given. The confirm/rollback `contract` adds: no resurrected rollback."""
     models.check_model(model)
     txns = sorted(txns, key=lambda t: t.index)
     edges = Edges()
@@ -66,7 +67,7 @@ def check(
     def reasons(rows: set[int]) -> dict[Edge, tuple[Any, ...]]:
         return explained({row_key[r]: per_key[row_key[r]] for r in rows})
 
-    return judge(txns, edges, cases, model, budget, reasons, mode)
+    return judge(txns, edges, cases, model, budget, reasons, contract)
 
 
 def add_edges(edges: Edges, found: Sequence[Edge]) -> None:
@@ -93,13 +94,13 @@ def judge(
     model: str,
     budget: float,
     reasons: Reasons,
-    mode: str | None = None,
+    contract: Contract = Contract.DURABLE,
 ) -> dict[str, Any]:
     """The verdict from the per-key results: `txns` are every client transaction in invocation
     order, `edges` the data edges of all keys, `cases` the anomaly cases of all keys."""
     model = models.check_model(model)
     prohibited = models.prohibited([model]) | {LOST}  # durability: every model needs it
-    if mode == CONFIRM_ROLLBACK:
+    if contract == Contract.CONFIRM_ROLLBACK:
         prohibited |= {RESURRECTED}
     reportable = prohibited | {"empty-transaction-graph", "cycle-search-timeout"}
     wanted = [n for n in cycles.ORDER if n in prohibited]

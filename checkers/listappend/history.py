@@ -74,13 +74,16 @@ class JsonObject(dict[str, Any]):
 def write_history(txns: list[Txn], path: Path) -> None:
     """The history file the runner would have written for these transactions (for tests and
     benchmarks): an invoke and a completion line per transaction, reads unknown at invocation,
-    a failed one's error on its completion."""
+    whether it writes (appends) on its invocation, a failed one's error on its completion."""
     events: list[tuple[int, dict[str, Any]]] = []
     for t in txns:
         invoke = [[f, k, None if f == "r" else v] for f, k, v in t.mops]
         done = [[f, k, list(v) if isinstance(v, tuple) else v] for f, k, v in t.mops]
         base = {"process": t.process, "f": "txn"}
-        events.append((t.index, {"time": t.start, "type": "invoke", **base, "value": invoke}))
+        writes = any(f == "append" for f, _, _ in t.mops)
+        events.append(
+            (t.index, {"time": t.start, "type": "invoke", **base, "value": invoke, "write": writes})
+        )
         if t.end is None:
             continue  # never completed: the invocation stands alone
         extra = {name: getattr(t, name) for name in ("node", "error") if getattr(t, name)}

@@ -14,14 +14,15 @@ from checkers.listappend import DEFAULT_BUDGET, judge
 from checkers.listappend.graph import Edges
 from checkers.spark.append_keys import APPEND, key_pass
 from checkers.spark.history_table import op_dicts
-from harness.errors import BadInput
+from core.contract import Contract
+from core.errors import BadInput
 
 
 def check(
     ops: DataFrame,
     model: str = DEFAULT_MODEL,
     budget: float = DEFAULT_BUDGET,
-    mode: str | None = None,
+    contract: Contract = Contract.DURABLE,
     by_key: DataFrame | None = None,
 ) -> dict[str, Any]:
     """As `checkers.append.check`, over the operations table. `by_key`: their micro-operations
@@ -32,7 +33,7 @@ def check(
         edges = Edges(array("q", passed.edges.src), array("q", passed.edges.dst))
         edges.kind = array("b", passed.edges.kind)
         cases = [dict(c) for c in passed.cases[APPEND]]
-        result = judge(passed.txns, edges, cases, model, budget, passed.reasons, mode)
+        result = judge(passed.txns, edges, cases, model, budget, passed.reasons, contract)
     except ValueError as e:
         raise BadInput(str(e)) from e
     return with_operations(ops, result)

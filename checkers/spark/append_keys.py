@@ -34,8 +34,8 @@ from checkers.listappend.history import hashable
 from checkers.listappend.keys import Access, analyze, paused_gc
 from checkers.spark.append_micro_ops import COLUMNS, explode
 from checkers.spark.json_texts import joined_array
-from harness.errors import BadInput
-from harness.history import NEMESIS
+from core.errors import BadInput
+from core.history import NEMESIS
 
 APPEND, SPLIT_BRAIN = "append", "split-brain"
 # A key's edges come back as one row, their ends and kinds as machine integers in byte strings:

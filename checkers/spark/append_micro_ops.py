@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from checkers.listappend.keys import paused_gc
 from checkers.spark.json_texts import joined_array, raw_texts
-from harness.history import NEMESIS
+from core.history import NEMESIS
 
 COLUMNS = ("key", "txn", "pos", "type", "start", "end", "node", "error", "f", "arg")
 # Rows per row group, about: enough groups for Spark to split the table evenly between cores.

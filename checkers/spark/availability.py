@@ -8,18 +8,15 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.availability import NS_PER_S, WRITE_FS, FinalReads, Window, analyse
+from checkers.availability import NS_PER_S, FinalReads, Window, analyse
 from checkers.spark.history_table import nemesis_ops
 from checkers.stats import fault_windows
-from harness.history import FINAL_READS_PROCESS, NEMESIS
+from core.history import FINAL_READS_PROCESS, NEMESIS
 
 
 def check(ops: DataFrame, max_recovery: float | None = None) -> dict[str, Any]:
     """As `checkers.availability.check`, over the operations table."""
-    txn_write = (F.col("f") == "txn") & F.coalesce(
-        F.col("invoke_value").contains('"append"'), F.lit(False)
-    )
-    writing = (F.col("process") != NEMESIS) & (F.col("f").isin(*WRITE_FS) | txn_write)
+    writing = (F.col("process") != NEMESIS) & F.coalesce(F.col("write"), F.lit(False))
     writes = ops.filter(writing)
     span = writes.agg(F.min("invoke_time"), F.max("invoke_time")).collect()[0]
     acked = writes.filter(F.col("type") == "ok").select("complete_time").toArrow()

@@ -9,8 +9,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers import bank
-from checkers.operations import OP_COLUMNS, op_dict
-from harness.history import NEMESIS
+from checkers.operations import op_dict
+from core.history import NEMESIS, OP_COLUMNS
 
 
 def check(ops: DataFrame, accounts: list[int], total: int) -> dict[str, Any]:

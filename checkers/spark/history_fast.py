@@ -22,9 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from checkers.spark.json_texts import raw_texts
-from harness.history import EVENT_TYPES, INT64, NEMESIS
+from core.history import EVENT_TYPES, INT64, NEMESIS, Event
 
-_NULL = msgspec.Raw(b"null")
 _INVOKE = EVENT_TYPES.index("invoke")
 _TYPE_CODES = {t: i for i, t in enumerate(EVENT_TYPES)}
 # Spark keeps a value as the text its JSON reader copies token by token: whitespace dropped,
@@ -40,23 +39,8 @@ _SPACE = (b" ", b"\t", b"\r")
 _NEWLINE_AS_COMMA = bytes.maketrans(b"\n", b",")
 
 
-class _Event(msgspec.Struct, gc=False):
-    """One line of the history; a field of another type (or a bool for an integer) fails it.
-    Not tracked by the cycle collector, which would walk the millions of them as they are made."""
-
-    index: int
-    time: int
-    process: int | str
-    type: str
-    f: str
-    value: msgspec.Raw = _NULL
-    node: str | None = None
-    error: str | None = None
-    workload: str | None = None
-    lsn: int | None = None
-
-
-_DECODER = msgspec.json.Decoder(list[_Event])
+# A field of another type than the event's (or a bool for an integer) fails the line.
+_DECODER = msgspec.json.Decoder(list[Event])
 
 
 class _Columns(NamedTuple):
@@ -74,6 +58,7 @@ class _Columns(NamedTuple):
     error: pa.Array
     workload: pa.Array
     lsn: pa.Array
+    write: pa.Array
 
 
 class _Pairs(NamedTuple):
@@ -92,7 +77,7 @@ def operations(path: Path, end: int, workload: str | None) -> tuple[pa.Table, in
     events = _decode(path, end)
     if events is None:
         return None
-    fields = {name: list(map(attrgetter(name), events)) for name in _Event.__struct_fields__}
+    fields = {name: list(map(attrgetter(name), events)) for name in Event.__struct_fields__}
     del events  # the fields hold all that is needed (half the memory of the decoded lines)
     columns = _columns(fields)
     pairs = None if columns is None else _pairs(columns)
@@ -129,7 +114,8 @@ def _columns(fields: dict[str, list[Any]]) -> _Columns | None:
     if any(lsn is not None and lsn not in INT64 for lsn in fields["lsn"]):
         return None
     lsn = pa.array(fields["lsn"], pa.int64())
-    return _Columns(index, time, process, names, kind, f, fs, values, **texts, lsn=lsn)
+    write = pa.array(fields["write"], pa.bool_())
+    return _Columns(index, time, process, names, kind, f, fs, values, **texts, lsn=lsn, write=write)
 
 
 def _pairs(c: _Columns) -> _Pairs | None:
@@ -185,11 +171,12 @@ def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
             "error": c.error.take(done),
             "latency_ns": pc.subtract(complete_time, time.take(at)),
             "lsn": c.lsn.take(done),
+            "write": pc.if_else(pa.array(pairs.client), c.write.take(at), None),
         }
     )
 
 
-def _decode(path: Path, end: int) -> list[_Event] | None:
+def _decode(path: Path, end: int) -> list[Event] | None:
     """The events of the first `end` bytes, or None unless each line holds one event.
 
     The lines become one JSON array (each newline but the last a comma), so the decoder

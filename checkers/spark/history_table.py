@@ -17,21 +17,22 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from checkers.operations import OP_COLUMNS, op_dict
+from checkers.operations import op_dict
 from checkers.spark import history_fast
 from checkers.spark.session import Spark, session_of
-from harness.errors import BadInput
-from harness.history import EVENT_TYPES, INT64, NEMESIS, has_partial_last_line
+from core.errors import BadInput
+from core.history import EVENT_TYPES, INT64, NEMESIS, OP_COLUMNS, Writes, has_partial_last_line
 
 # The raw line is parsed once; process, f and value stay variants so that their JSON types can be
 # checked (a StringType column would turn 3, "3" and [3] all into text).
 _EVENT_SCHEMA = (
     "index bigint, time bigint, process variant, type string, f variant, value variant, "
-    "node string, error string, workload string, lsn bigint"
+    "node string, error string, workload string, lsn bigint, write boolean"
 )
 # A value is stored as the JSON text Spark's reader copies from the line when it reads the value
 # as a string (cheaper than building a variant and writing it out again), except a JSON string,
@@ -49,6 +50,7 @@ def store_operations(
     table: Path,
     workload: str | None = None,
     also: Callable[[pa.Table], None] | None = None,
+    writes: Writes | None = None,
 ) -> tuple[int, list[str]]:
     """Write the history's operations table at `table` (Parquet, replacing it): (events, notes).
 
@@ -61,6 +63,8 @@ def store_operations(
     or, when it is only unusual, builds the table itself. Nothing is left behind when the history
     is bad: the table is written beside its place and renamed into it. `also` gets the table as
     Arrow when the driver's pass built it (to build more tables from it while it is at hand).
+    A client operation whose invocation did not record `write` (a history written before it
+    was, or by hand) is given the workloads' declaration, `writes`.
     """
     if not path.is_file():
         raise BadInput(f"history file {path} does not exist")
@@ -73,11 +77,12 @@ def store_operations(
     table.parent.mkdir(parents=True, exist_ok=True)
     draft = table.with_name(f".{table.name}.{uuid.uuid4().hex}")
     try:
-        stored = _store_fast(spark, path, draft, workload, also)
+        stored = _store_fast(spark, path, draft, workload, also, writes)
         if stored is None:
             loaded, notes = load_events(session_of(spark), path)
             stored = loaded.count(), notes
             _write(_tagged(operations(loaded), workload), draft)
+            _fill_stored(draft, writes)
     except BaseException:
         shutil.rmtree(created or draft, ignore_errors=True)
         raise
@@ -149,6 +154,7 @@ def _store_fast(
     draft: Path,
     workload: str | None,
     also: Callable[[pa.Table], None] | None,
+    writes: Writes | None,
 ) -> tuple[int, list[str]] | None:
     """The driver's one pass: (events, notes) with the table written at `draft`, or None to go
     the detailed way. A last line cut off by a crash is left out when it is no event to the
@@ -163,6 +169,7 @@ def _store_fast(
     if built is None:
         return None
     ops, events = built
+    ops = fill_writes(ops, writes)
     if also is not None:
         also(ops)
     draft.mkdir()
@@ -175,6 +182,33 @@ def _store_fast(
         store_schema=False,
     )
     return events, [PARTIAL_LINE_NOTE] if cut is not None else []
+
+
+def fill_writes(ops: pa.Table, writes: Writes | None) -> pa.Table:
+    """The operations with `write` given, where the invocation did not record it, by `writes`
+    (the workloads' declaration); the nemesis's operations keep none."""
+    missing = pc.and_(pc.is_null(ops["write"]), pc.not_equal(ops["process"], NEMESIS))
+    if writes is None or not pc.any(missing).as_py():
+        return ops
+    at = pc.indices_nonzero(missing)
+    rows = ops.select(["workload", "f", "invoke_value"]).take(at).to_pylist()
+    values = ops["write"].to_pylist()
+    for i, row in zip(at.to_pylist(), rows, strict=True):
+        value = None if row["invoke_value"] is None else json.loads(row["invoke_value"])
+        values[i] = writes(row["workload"], row["f"], value)
+    column = ops.schema.get_field_index("write")
+    return ops.set_column(column, "write", pa.array(values, pa.bool_()))
+
+
+def _fill_stored(table: Path, writes: Writes | None) -> None:
+    """fill_writes on a table Spark wrote (its files rewritten where it changes them)."""
+    if writes is None:
+        return
+    for part in sorted(table.glob("*.parquet")):
+        ops = pq.read_table(part)
+        filled = fill_writes(ops, writes)
+        if filled is not ops:
+            pq.write_table(filled, part, row_group_size=max(1, ops.num_rows))
 
 
 def _only_bad_line(spark: SparkSession, line: str) -> bool:
@@ -246,6 +280,7 @@ def _event_columns(
         F.col("e.error").alias("error"),
         F.col("e.workload").alias("workload"),
         F.col("e.lsn").alias("lsn"),
+        F.col("e.write").alias("write"),
     )
 
 
@@ -286,6 +321,7 @@ def _paired(events: DataFrame) -> DataFrame:
         done.error.alias("error"),
         (done.time - F.col("time")).alias("latency_ns"),
         done.lsn.alias("lsn"),
+        F.when(F.col("process") != NEMESIS, F.col("write")).alias("write"),
     )
 
 
@@ -391,6 +427,8 @@ def _event_problem(line: str) -> str | None:
         return f"type {json.dumps(event.get('type'))} is not one of {', '.join(EVENT_TYPES)}"
     if not isinstance(event.get("f"), str):
         return f"its f {json.dumps(event.get('f'))} is not a string"
+    if event.get("write") is not None and not isinstance(event["write"], bool):
+        return f"its write {json.dumps(event['write'])} is neither true nor false"
     return None
 
 

@@ -1,12 +1,11 @@
-"""The registry of the Spark pipeline: which checkers judge each workload, and their feeds.
+"""The registry of the Spark pipeline: each checker's feed from the operations table.
 
-Every checker here is `check(ops, **params) -> dict` over the operations table, feeding the
-plain judgment of the same name in `checkers/`, with at
-least `valid`, `anomaly_types` and `anomalies`. `stats`, `availability` and `cluster-state` (the
-cluster's own polls, beside the history) run on every history, over all workloads.
-A workload may have a table the store builds beside the operations table when the driver reads
-the history itself: `store(its operations as Arrow, path) -> bool` (False: not built); those of
-its checkers that take a parameter OWN_TABLE get it then, read by Spark.
+Every feed here is `check(ops, **params) -> dict` over the operations table, feeding the plain
+judgment of the same name (checkers/catalog.py), with at least `valid`, `anomaly_types` and
+`anomalies`. A checker may have a table the store builds beside the operations table when the
+driver reads the history itself: `store(its workload's operations as Arrow, path) -> bool`
+(False: not built); the feeds of that workload's checkers that take a parameter OWN_TABLE get
+it then, read by Spark.
 """
 
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from checkers import catalog
 from checkers.spark import (
     append,
     append_micro_ops,
@@ -26,29 +26,20 @@ from checkers.spark import (
     stats,
 )
 
-Checker = Callable[..., dict[str, Any]]
+Feed = Callable[..., dict[str, Any]]
 
-WORKLOAD_CHECKERS: dict[str, list[str]] = {
-    "append": ["append", "split-brain"],
-    "bank": ["bank"],
-    "set": ["set"],
+FEEDS: dict[str, Feed] = {
+    catalog.APPEND.name: append.check,
+    catalog.AVAILABILITY.name: availability.check,
+    catalog.BANK.name: bank.check,
+    catalog.CLUSTER_STATE.name: cluster_state.check,
+    catalog.SET.name: sets.check,
+    catalog.SPLIT_BRAIN.name: split_brain.check,
+    catalog.STATS.name: stats.check,
 }
-
-CHECKERS: dict[str, Checker] = {
-    "append": append.check,
-    "availability": availability.check,
-    "bank": bank.check,
-    "cluster-state": cluster_state.check,
-    "set": sets.check,
-    "split-brain": split_brain.check,
-    "stats": stats.check,
-}
-
-STATS = "stats"
-CLUSTER_STATE = "cluster-state"  # takes the run's polls file (`polls`)
-ALWAYS = (STATS, "availability", CLUSTER_STATE)  # run on every history, over all workloads
 
 OWN_TABLE = "by_key"
-WORKLOAD_TABLES: dict[str, Callable[[pa.Table, Path], bool]] = {
-    "append": append_micro_ops.store_by_key,
+# A workload judged by one of these checkers gets the table beside the operations table.
+OWN_TABLES: dict[str, Callable[[pa.Table, Path], bool]] = {
+    catalog.APPEND.name: append_micro_ops.store_by_key,
 }

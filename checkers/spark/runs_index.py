@@ -24,9 +24,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from harness import store
-from harness.errors import BadInput, InfraError
-from harness.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from core import store
+from core.errors import BadInput, InfraError
+from core.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 RUN_FILES = (store.CONFIG, store.HISTORY, store.RESULTS)
 # Folders inside a run that are never runs themselves.

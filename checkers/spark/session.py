@@ -25,7 +25,7 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from checkers.spark import class_archive
-from harness.errors import InfraError
+from core.errors import InfraError
 
 MASTER_ENV = "HARNESS_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"

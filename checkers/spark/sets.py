@@ -16,18 +16,21 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from checkers import sets
-from checkers.rollback import CONFIRM_ROLLBACK, ROLLBACK
+from checkers.rollback import ROLLBACK
 from checkers.sets import FAIL, INFO, OK
 from checkers.spark.history_table import op_dicts
-from harness.errors import BadInput
-from harness.history import NEMESIS
+from core.contract import Contract
+from core.errors import BadInput
+from core.history import NEMESIS
 
 
-def check(ops: DataFrame, mode: str | None = None) -> dict[str, Any]:
+def check(ops: DataFrame, contract: Contract = Contract.DURABLE) -> dict[str, Any]:
     """As `checkers.sets.check`, over the operations table."""
     client = ops.filter(F.col("process") != NEMESIS)
     rollback = F.col("type") == "fail"
-    rollback &= F.col("error").rlike(ROLLBACK) if mode == CONFIRM_ROLLBACK else F.lit(False)
+    rollback &= (
+        F.col("error").rlike(ROLLBACK) if contract == Contract.CONFIRM_ROLLBACK else F.lit(False)
+    )
     adds = client.filter(F.col("f") == "add").select(
         F.expr("try_cast(invoke_value AS bigint)").alias("element"),
         "type",

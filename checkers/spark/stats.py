@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from checkers import stats
 from checkers.spark.history_table import nemesis_ops
-from harness.history import NEMESIS
+from core.history import NEMESIS
 
 
 def check(ops: DataFrame) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from harness.history import FINAL_READS_PROCESS, NEMESIS
+from core.history import FINAL_READS_PROCESS, NEMESIS
 
 CHUNK = 5_000  # operations per details chunk: the page decodes a few for a zoomed-in window
 VALUE_CHARS = 80  # a value longer than this shows its start (history.jsonl has it whole)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.polls import COORDINATION
+from core.polls import COORDINATION
 from tests.e2e.conftest import harness
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]

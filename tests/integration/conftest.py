@@ -13,8 +13,8 @@ from rich.console import Console
 
 from clusters.docker_backend import DockerBackend
 from clusters.image import NODE_IMAGE, ensure_image
-from clusters.safekeeper import SafekeeperCluster
-from harness.errors import BadInput
+from clusters.kinds.safekeeper import SafekeeperCluster
+from core.errors import BadInput
 from tests.integration.zookeeper import zookeeper  # noqa: F401 (a fixture for the Manatee tests)
 
 

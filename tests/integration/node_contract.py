@@ -18,7 +18,7 @@ from typing import TypeVar
 import pytest
 
 from clusters.backend import Backend, Node, NodeCommandError, shell_quote
-from harness.errors import BadInput, InfraError
+from core.errors import BadInput, InfraError
 
 T = TypeVar("T")
 

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from clusters import postgres_node as pg
 from clusters.backend import Node
 from clusters.docker_backend import DockerBackend
-from clusters.safekeeper import SafekeeperCluster
+from clusters.kinds import postgres as pg
+from clusters.kinds.safekeeper import SafekeeperCluster
 from nemesis import heal_nodes
 from nemesis.kill import Kill
 from nemesis.packet import Packet
@@ -290,7 +290,7 @@ def lone_compute(docker_backend: DockerBackend, cluster_name: str) -> Iterator[S
 def test_backends_piling_up_behind_a_stall_never_exhaust_the_connections(
     lone_compute: SafekeeperCluster,
 ) -> None:
-    from clusters.walkeeper.compute import STALL_LIMIT
+    from systems.walkeeper.compute import STALL_LIMIT
 
     cluster = lone_compute
     (n1,) = cluster.computes()

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from clusters.docker_backend import DockerBackend
-from clusters.safekeeper import SafekeeperCluster
+from clusters.kinds.safekeeper import SafekeeperCluster
 from nemesis.kill import Kill
 from nemesis.pause import Pause
 from tests.integration.conftest import eventually

@@ -11,7 +11,7 @@ import pytest
 
 from clusters.backend import Node
 from clusters.docker_backend import CLUSTER_LABEL, DockerBackend
-from harness.errors import BadInput, InfraError
+from core.errors import BadInput, InfraError
 from tests.integration.node_contract import ContractCluster, InitNodeContract
 
 pytestmark = pytest.mark.docker

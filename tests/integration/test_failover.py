@@ -16,11 +16,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from clusters import postgres_node as pg
 from clusters.backend import Node
 from clusters.docker_backend import DockerBackend
-from clusters.kind import Endpoint
-from clusters.safekeeper import SafekeeperCluster
+from clusters.kinds import postgres as pg
+from clusters.kinds.safekeeper import SafekeeperCluster
+from core.endpoint import Endpoint
 from nemesis import heal_nodes
 from nemesis.kill import Kill
 from nemesis.partition import Partition

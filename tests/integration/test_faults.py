@@ -16,7 +16,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import permutations
 from pathlib import Path
@@ -26,12 +26,14 @@ import psycopg
 import pytest
 from rich.console import Console
 
-from clusters import postgres_node as pg
 from clusters.backend import Backend, Node
-from clusters.kind import CLOCK_FILE, ClusterKind, Endpoint, ensure_clock_file, under_faketime
-from clusters.single import SingleCluster
-from harness.errors import BadInput
-from harness.history import HistoryWriter
+from clusters.kinds import postgres as pg
+from clusters.kinds.base import ClusterKind, KindOption
+from clusters.kinds.on_node import CLOCK_FILE, ensure_clock_file, under_faketime
+from clusters.kinds.single import SingleCluster
+from core.endpoint import Endpoint
+from core.errors import BadInput
+from core.history import HistoryWriter
 from nemesis import build, grudges, heal_nodes, packet
 from nemesis.clock import Clock
 from nemesis.grudges import Grudge
@@ -152,10 +154,11 @@ class PlainCluster(ClusterKind):
 
     name = "plain"
     leader_name: str | None = "n1"
+    cli_options = (KindOption("count", int, "How many nodes.", default=5, least=1),)
 
     @classmethod
-    def nodes_needed(cls, options: dict[str, Any]) -> int:
-        return int(options.get("count", 5))
+    def nodes_needed(cls, options: Mapping[str, Any]) -> int:
+        return int(options["count"])
 
     def deploy(self, say: Callable[[str], None]) -> None:
         nodes = self.backend.up(self.cluster, self.node_count(), [])
@@ -181,9 +184,6 @@ class PlainCluster(ClusterKind):
 
     def status(self) -> dict[str, Any]:
         return {}
-
-    def collect(self, dest: Path) -> None:
-        return None
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:

@@ -18,10 +18,10 @@ import pytest
 from rich.console import Console
 
 from clusters.backend import Node
+from clusters.kinds.single import SingleCluster
 from clusters.local_backend import CLUSTERS_DIR, NETNS_DIR, PREFIX, RUN_DIR, LocalBackend
 from clusters.registry import make_backend
-from clusters.single import SingleCluster
-from harness.errors import BadInput
+from core.errors import BadInput
 from tests.integration.node_contract import (
     ContractCluster,
     InitNodeContract,

@@ -13,8 +13,8 @@ from kazoo.client import KazooClient
 
 from checkers.cluster_state import analyse
 from clusters.docker_backend import DockerBackend
-from clusters.manatee_cluster import ZK_PORT, ZK_ROOT, ManateeCluster
-from harness.polls import COORDINATION
+from clusters.kinds.manatee import ZK_PORT, ZK_ROOT, ManateeCluster
+from core.polls import COORDINATION, Round
 from tests.integration.conftest import eventually
 
 pytestmark = pytest.mark.docker
@@ -29,8 +29,8 @@ def cluster(docker_backend: DockerBackend, module_cluster_name: str) -> Iterator
 
 def test_a_generation_declared_by_an_outsider_is_named(cluster: ManateeCluster) -> None:
     eventually(lambda: COORDINATION in cluster.poll(), "the first generation", 120)
-    rounds = [{"time": 1, "nodes": cluster.poll()}]
-    assert analyse(rounds)["valid"] is True
+    rounds = [Round(time=1, nodes=cluster.poll())]
+    assert analyse(rounds, cluster.state_rules)["valid"] is True
     hosts = ",".join("{}:{}".format(*z.endpoint(ZK_PORT)) for z in cluster.zookeepers())
     zk = KazooClient(hosts=hosts, timeout=10)
     zk.start(timeout=10)
@@ -42,10 +42,10 @@ def test_a_generation_declared_by_an_outsider_is_named(cluster: ManateeCluster) 
         forged = {**state, "generation": state["generation"] + 1, "primary": outsider,
                   "sync": state["primary"], "async": [state["sync"]]}  # fmt: skip
         zk.set(f"{ZK_ROOT}/state", json.dumps(forged).encode(), version=stat.version)
-        rounds.append({"time": 2, "nodes": cluster.poll()})
+        rounds.append(Round(time=2, nodes=cluster.poll()))
     finally:
         zk.stop()
         zk.close()
-    result = analyse(rounds)
+    result = analyse(rounds, cluster.state_rules)
     assert result["anomaly_types"] == ["takeover-by-outsider"], result["anomalies"]
     assert f"(P {outsider}," in result["anomalies"][0]["explanation"]

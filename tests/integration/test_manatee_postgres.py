@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.manatee.postgres import BIN, Postgres
+from systems.manatee.postgres import BIN, Postgres
 from tests.integration.test_manatee_sitters import free_port
 
 pytestmark = pytest.mark.skipif(

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from clusters.manatee.postgres import BIN, Postgres
-from clusters.manatee.state import ClusterState
+from systems.manatee.postgres import BIN, Postgres
+from systems.manatee.state import ClusterState
 
 ROOT = Path(__file__).resolve().parents[2]
 SESSION_TIMEOUT = 4.0
@@ -48,7 +48,7 @@ class Peers:
         self.postgres[name] = Postgres(self.folder / name, port, name)
         log = (self.folder / f"{name}.sitter.log").open("ab")
         self.sitters[name] = subprocess.Popen(
-            [sys.executable, "-m", "clusters.manatee.sitter",
+            [sys.executable, "-m", "systems.manatee.sitter",
              "--zookeeper", zookeeper or self.zookeeper,
              "--cluster", "t", "--name", name, "--datadir", str(self.folder / name),
              "--port", str(port), "--session-timeout", str(SESSION_TIMEOUT), *options],

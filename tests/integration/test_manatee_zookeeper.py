@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from clusters.manatee.coordinator import Coordinator
-from clusters.manatee.state import ClusterState, decide
+from systems.manatee.coordinator import Coordinator
+from systems.manatee.state import ClusterState, decide
 
 
 @pytest.fixture

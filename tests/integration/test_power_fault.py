@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from clusters import postgres_node as pg
 from clusters.backend import Backend
 from clusters.docker_backend import DockerBackend
+from clusters.kinds import postgres as pg
+from clusters.kinds.single import SingleCluster
 from clusters.local_backend import LocalBackend
-from clusters.single import SingleCluster
-from harness.errors import BadInput
+from core.errors import BadInput
 from nemesis.power import Power
 from tests.integration.conftest import eventually
 

@@ -21,8 +21,8 @@ import psycopg
 import pytest
 
 from clusters.backend import Node
-from clusters.kind import Endpoint
-from clusters.safekeeper import SK_PORT, SafekeeperCluster, daemon_status
+from clusters.kinds.safekeeper import SK_PORT, SafekeeperCluster, daemon_status
+from core.endpoint import Endpoint
 from nemesis import heal_nodes
 from nemesis.kill import Kill
 from nemesis.partition import Partition

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from clusters.backend import Backend
-from clusters.kind import Endpoint
-from clusters.single import SingleCluster
+from clusters.kinds.single import SingleCluster
+from core.endpoint import Endpoint
 from workloads import build
 from workloads.base import Workload, WorkloadOptions
 from workloads.postgres import PostgresClient

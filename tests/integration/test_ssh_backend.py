@@ -18,11 +18,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from clusters import postgres_node as pg
 from clusters.backend import Node
 from clusters.docker_backend import DockerBackend
+from clusters.kinds import postgres as pg
+from clusters.kinds.single import SingleCluster
 from clusters.registry import make_backend
-from clusters.single import SingleCluster
 from clusters.ssh_backend import (
     HOSTS_BEGIN,
     SshBackend,
@@ -32,7 +32,7 @@ from clusters.ssh_backend import (
     read_nodes_file,
     without_hosts_block,
 )
-from harness.errors import BadInput, InfraError
+from core.errors import BadInput, InfraError
 from tests.integration.node_contract import ContractCluster, NodeContract, eventually
 
 docker = pytest.mark.docker

@@ -19,7 +19,8 @@ from checkers.cluster_state import analyse
 from checkers.rollback import rolled_back
 from clusters.backend import Node
 from clusters.docker_backend import DockerBackend
-from clusters.tarantool_qsync import DATA_DIR, FAILOVER_AFTER, TarantoolCluster
+from clusters.kinds.tarantool import DATA_DIR, FAILOVER_AFTER, TarantoolCluster
+from core.polls import Round
 from nemesis.clock import Clock
 from nemesis.kill import Kill
 from nemesis.partition import Partition
@@ -260,11 +261,11 @@ def test_an_instance_restarted_from_older_files_is_a_vclock_going_back(
     target.exec(f"rm -rf {copy} && cp -a {DATA_DIR} {copy}")
     kill.stop(cluster)
     eventually(lambda: cluster.role(target).get("status") == "running", f"{replica} back")
-    rounds = [{"time": 1, "nodes": cluster.poll()}]
+    rounds = [Round(time=1, nodes=cluster.poll())]
     written = [committed(c, sets, "add", next(ELEMENTS)).value for _ in range(20)]
     eventually(lambda: written[-1] in elements(cluster, replica), f"{replica} applying them")
-    rounds.append({"time": 2, "nodes": cluster.poll()})
-    assert analyse(rounds)["valid"] is True
+    rounds.append(Round(time=2, nodes=cluster.poll()))
+    assert analyse(rounds, cluster.state_rules)["valid"] is True
     grudge = {n: frozenset(names) - {n} if n == replica else frozenset({replica}) for n in names}
     alone = Partition("one", grudge)
     alone.start(cluster)
@@ -273,11 +274,11 @@ def test_an_instance_restarted_from_older_files_is_a_vclock_going_back(
         target.exec(f"rm -rf {DATA_DIR} && mv {copy} {DATA_DIR}")
         kill.stop(cluster)
         eventually(lambda: cluster.role(target).get("status") == "running", f"{replica} back")
-        rounds.append({"time": 3, "nodes": cluster.poll()})
+        rounds.append(Round(time=3, nodes=cluster.poll()))
     finally:
         alone.stop(cluster)
         c.close()
-    result = analyse(rounds)
+    result = analyse(rounds, cluster.state_rules)
     assert result["anomaly_types"] == ["vclock-backwards"], result["anomalies"]
     assert f"{replica}'s vclock went back" in result["anomalies"][0]["explanation"]
     eventually(lambda: written[-1] in elements(cluster, replica), f"{replica} catching up")

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import pytest
 
-from clusters import postgres_node as pg
 from clusters.backend import Node, shell_quote
-from clusters.safekeeper import SK_PG_PORT, SK_PORT, SafekeeperCluster, daemon_status
+from clusters.kinds import postgres as pg
+from clusters.kinds.safekeeper import SK_PG_PORT, SK_PORT, SafekeeperCluster, daemon_status
 from tests.integration.conftest import eventually
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from clusters.walkeeper import wire
-from clusters.walkeeper.acceptor import Acceptor
-from clusters.walkeeper.proposer import Proposer
-from clusters.walkeeper.safekeeper import Server
-from clusters.walkeeper.storage import Storage
+from systems.walkeeper import wire
+from systems.walkeeper.acceptor import Acceptor
+from systems.walkeeper.proposer import Proposer
+from systems.walkeeper.safekeeper import Server
+from systems.walkeeper.storage import Storage
 
 RECORD = struct.Struct(">IIII")
 BASE = 0x1000000

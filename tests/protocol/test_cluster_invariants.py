@@ -9,7 +9,8 @@ import json
 from typing import Any
 
 from checkers.cluster_state import analyse
-from clusters.safekeeper import SAFEKEEPER_POLL, ask_status
+from clusters.kinds.safekeeper import ask_status, keeper_poll
+from core.polls import Round
 from tests.protocol.conftest import Writer, lsn
 
 S = 1_000_000_000
@@ -26,8 +27,8 @@ class Polls:
         for name, address in self.sks.addresses.items():
             state = ask_status(address, 2.0)
             if state.get("ok"):
-                nodes[name] = {key: state.get(key) for key in SAFEKEEPER_POLL}
-        self.rounds.append({"time": (len(self.rounds) + 1) * S, "nodes": nodes})
+                nodes[name] = keeper_poll(state)
+        self.rounds.append(Round(time=(len(self.rounds) + 1) * S, nodes=nodes))
 
     def found(self) -> list[str]:
         return analyse(self.rounds)["anomaly_types"]
@@ -101,7 +102,7 @@ def test_a_term_that_starts_below_committed_wal_is_found(make_safekeepers) -> No
     w.write(8, "A", "B", "C")
     w.heartbeat("A", "B", "C")
     polls.poll()
-    assert max(r["commit_lsn"] for r in polls.rounds[-1]["nodes"].values()) == lsn(9)
+    assert max(r.commit_lsn for r in polls.rounds[-1].nodes.values()) == lsn(9)
     # B took term 2 from a voter with less WAL: its log restarts at record 5
     rewrite_control(sks, "B", term=2, history=[[1, lsn(1)], [2, lsn(5)]])
     polls.poll()

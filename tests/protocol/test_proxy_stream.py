@@ -11,8 +11,8 @@ import os
 import threading
 from collections.abc import Iterator
 
-from clusters.walkeeper.proposer import Proposer
-from clusters.walkeeper.proxy import Session
+from systems.walkeeper.proposer import Proposer
+from systems.walkeeper.proxy import Session
 from tests.protocol.conftest import BASE, RECORD
 
 

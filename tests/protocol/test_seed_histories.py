@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.walkeeper.proposer import PAGE
+from systems.walkeeper.proposer import PAGE
 from tests.protocol.conftest import RECORD, Writer, broken_links, lsn
 
 
@@ -147,7 +147,7 @@ def test_split_term_term_history_truncates_a_when_it_joins(make_safekeepers) -> 
 def test_an_old_proposer_is_fenced(make_safekeepers, variant: str) -> None:
     """Seed 000: once a quorum promised a higher term, the old proposer's appends are refused,
     so it can no longer advance its commit LSN."""
-    from clusters.walkeeper.proposer import Deposed
+    from systems.walkeeper.proposer import Deposed
 
     sks = make_safekeepers(variant, 3)
     p1 = Writer(sks, "P1").elect("A", "B", "C")
@@ -170,7 +170,7 @@ def test_a_vote_survives_a_restart(make_safekeepers) -> None:
 
 def test_committed_wal_is_never_truncated(make_safekeepers) -> None:
     """A safekeeper refuses an announcement that would cut below the commit LSN it knows."""
-    from clusters.walkeeper import wire
+    from systems.walkeeper import wire
 
     sks = make_safekeepers("term-history", 3)
     p1 = Writer(sks, "P1").elect("A", "B", "C")
@@ -245,8 +245,8 @@ def test_a_takeover_needs_voters_silent_when_they_vote(make_safekeepers) -> None
     vote: the fresh winner keeps its term, and a takeover succeeds once the quorum is silent."""
     import time
 
-    from clusters.walkeeper import wire
-    from clusters.walkeeper.proposer import NoQuorum
+    from systems.walkeeper import wire
+    from systems.walkeeper.proposer import NoQuorum
 
     sks = make_safekeepers("term-history", 3)
     p1 = Writer(sks, "P1").elect("A", "B", "C")
@@ -276,7 +276,7 @@ def test_a_takeover_needs_voters_silent_when_they_vote(make_safekeepers) -> None
 def test_a_compute_stands_for_its_own_term_only_while_nobody_else_won_one(make_safekeepers) -> None:
     """A compute whose earlier session the safekeepers followed stands at once, without waiting
     for silence; if another compute won a term since its statuses were read, it stands down."""
-    from clusters.walkeeper.proposer import NoQuorum
+    from systems.walkeeper.proposer import NoQuorum
 
     sks = make_safekeepers("term-history", 3)
     Writer(sks, "n1-1").elect("A", "B", "C").write(1, "A", "B", "C")

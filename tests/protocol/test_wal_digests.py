@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from checkers.cluster_state import divergence
-from clusters.safekeeper import ask
+from clusters.kinds.safekeeper import ask
 from tests.protocol.conftest import RECORD, Writer, lsn
 
 SPAN = 4 * RECORD.size  # four records per compared range

@@ -10,10 +10,13 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from checkers.catalog import Checker
 from checkers.operations import read_history
 from checkers.spark.history_table import load_events, operations
 from checkers.spark.session import get_spark
-from harness.errors import BadInput
+from core.errors import BadInput
+from core.history import NEMESIS
+from workloads import WORKLOADS
 
 MS = 1_000_000  # history times are in ns; tests speak in ms
 
@@ -24,12 +27,26 @@ def spark() -> SparkSession:
     return get_spark("local[2]")
 
 
+def writes(event: dict[str, Any]) -> bool:
+    """Whether a client's invocation writes, as its workload declares (any workload's, for an
+    event that names none)."""
+    named = event.get("workload")
+    chosen = [w for name, w in WORKLOADS.items() if named in (None, name)]
+    return any(w.writes(event.get("f"), event.get("value")) for w in chosen)
+
+
+def checks(*names: str) -> dict[str, tuple[Checker, ...]]:
+    """The named workloads' checkers, as a plan gives them to the pipeline."""
+    return {name: WORKLOADS[name].checkers for name in names}
+
+
 @pytest.fixture
 def write_history(tmp_path: Path) -> Callable[..., Path]:
     """Write events (dicts, or raw strings for malformed lines) as history.jsonl.
 
     Missing `index` and `time` are filled in from the event's position, so tests state only
-    what matters to them.
+    what matters to them; a client's invocation records whether it writes, as the harness's
+    writer does (by its workload's declaration), unless the event says.
     """
 
     def write(events: list[dict[str, Any] | str], end: str = "\n") -> Path:
@@ -38,7 +55,10 @@ def write_history(tmp_path: Path) -> Callable[..., Path]:
             if isinstance(event, str):
                 lines.append(event)
             else:
-                lines.append(json.dumps({"index": position, "time": position * MS, **event}))
+                event = {"index": position, "time": position * MS, **event}
+                if event.get("type") == "invoke" and event.get("process") != NEMESIS:
+                    event.setdefault("write", writes(event))
+                lines.append(json.dumps(event))
         path = tmp_path / "history.jsonl"
         path.write_text("\n".join(lines) + end)
         return path

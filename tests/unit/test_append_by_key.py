@@ -23,13 +23,14 @@ from checkers.spark.append_keys import KeyPass, _analysed, _each_key_once, key_p
 from checkers.spark.append_micro_ops import COLUMNS, explode, store_by_key
 from checkers.spark.history_table import store_operations
 from checkers.spark.pipeline import BY_KEY_TABLE, analyze
-from harness.history import NEMESIS
+from core.history import NEMESIS
 from tests.unit.test_append_pipeline import perturbed
 from tests.unit.test_listappend import CASES
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from listappend_scale import generate
 
+from tests.unit.conftest import checks
 from workloads.base import WorkloadOptions
 
 WriteHistory = Callable[..., Path]
@@ -193,7 +194,7 @@ def test_a_history_of_another_shape_gets_no_table_by_key_and_the_same_verdict(
     out = tmp_path / "out"
     out.mkdir()
     (out / BY_KEY_TABLE.format(workload="append")).mkdir()  # an earlier check's
-    result = analyze(spark, path, out, ["append"], {})
+    result = analyze(spark, path, out, checks("append"), {})
     assert not (out / BY_KEY_TABLE.format(workload="append")).exists()
     assert result["valid"] is True
 
@@ -248,7 +249,7 @@ def test_the_pipeline_builds_the_table_by_key_of_the_append_workloads_transactio
         {**TXN, "process": 3, "workload": "other", "type": "ok", "value": [["r", 1, [2, 1]]]},
     ]
     out = tmp_path / "out"
-    result = analyze(spark, write_history(events), out, ["append"], {})
+    result = analyze(spark, write_history(events), out, checks("append"), {})
     table = spark.read.parquet(str(out / BY_KEY_TABLE.format(workload="append")))
     assert sorted(table.select("txn").distinct().toPandas()["txn"]) == [0, 2]
     assert result["checkers"]["append"]["valid"] is True

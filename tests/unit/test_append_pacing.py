@@ -3,7 +3,7 @@ well inside the timeout, back to the largest on a fast one."""
 
 from __future__ import annotations
 
-from clusters.walkeeper.proposer import FIRST_APPEND, MAX_APPEND, PAGE, paced
+from systems.walkeeper.proposer import FIRST_APPEND, MAX_APPEND, PAGE, paced
 
 TIMEOUT = 3.0
 

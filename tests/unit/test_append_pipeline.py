@@ -21,12 +21,14 @@ from checkers import split_brain as plain_split_brain
 from checkers.listappend import check
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.history import Txn, write_history
-from checkers.operations import Op, read_history
+from checkers.operations import read_history
 from checkers.spark import append as append_checker
 from checkers.spark import split_brain as split_brain_checker
 from checkers.spark.append_keys import _analyse, _keys, key_pass
 from checkers.spark.append_micro_ops import explode
-from harness.errors import BadInput
+from core.contract import Contract
+from core.errors import BadInput
+from core.history import Op
 from tests.unit.test_listappend import CASES, A, R, txn
 from tests.unit.test_split_brain import txn as node_txn
 
@@ -56,11 +58,13 @@ def plain_ops(history: list[Txn]) -> list[Op]:
         return read_history(path)
 
 
-def same(history: list[Txn], ops: DataFrame, model: str, mode: str | None = None) -> None:
+def same(
+    history: list[Txn], ops: DataFrame, model: str, contract: Contract = Contract.DURABLE
+) -> None:
     """The verdict through Spark is the plain checker's, whole, and the in-process one's."""
-    pure = check(history, model, mode=mode)
-    piped = append_checker.check(ops, model, mode=mode)
-    assert plain_append.check(plain_ops(history), model, mode=mode) == piped
+    pure = check(history, model, contract=contract)
+    piped = append_checker.check(ops, model, contract=contract)
+    assert plain_append.check(plain_ops(history), model, contract=contract) == piped
     assert {k: piped[k] for k in COMPARED} == {k: pure[k] for k in COMPARED}
     assert [a["explanation"] for a in piped["anomalies"]] == [
         a["explanation"] for a in pure["anomalies"]
@@ -80,7 +84,7 @@ def test_a_resurrected_rollback_is_found_through_spark(via_spark: Any) -> None:
     history = [rolled, txn(2, R("x", [1]))]
     ops = via_spark(history)
     same(history, ops, "read-uncommitted", "confirm-rollback")
-    result = append_checker.check(ops, "read-uncommitted", mode="confirm-rollback")
+    result = append_checker.check(ops, "read-uncommitted", contract=Contract.CONFIRM_ROLLBACK)
     assert result["valid"] is False and "resurrected-rollback" in result["anomaly_types"]
 
 
@@ -93,15 +97,15 @@ def test_a_write_rolled_back_for_want_of_a_quorum_that_reappears(via_spark: Any)
     )
     history = [rolled, txn(2, A("y", 1)), txn(3, R("x", [1]), R("y", [1]))]
     ops = via_spark(history)
-    for mode in ("confirm-rollback", "safekeeper"):
-        same(history, ops, "serializable", mode)
-    flagged = append_checker.check(ops, "serializable", mode="confirm-rollback")
+    for contract in Contract:
+        same(history, ops, "serializable", contract)
+    flagged = append_checker.check(ops, "serializable", contract=Contract.CONFIRM_ROLLBACK)
     assert flagged["valid"] is False
     assert flagged["anomaly_types"] == ["G1a", "resurrected-rollback"]
     (case,) = [a for a in flagged["anomalies"] if a["type"] == "resurrected-rollback"]
     assert [op["invoke_index"] for op in case["ops"]] == [2, 6]
     assert "was told it was rolled back (rolled back: the quorum" in case["explanation"]
-    allowed = append_checker.check(ops, "serializable", mode="safekeeper")
+    allowed = append_checker.check(ops, "serializable", contract=Contract.DURABLE)
     assert (allowed["valid"], allowed["anomaly_types"]) == (False, ["G1a"])
 
 

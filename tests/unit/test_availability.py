@@ -14,8 +14,9 @@ from checkers import availability as plain
 from checkers.availability import FinalReads, Window, analyse, covered, describe, sides
 from checkers.operations import read_history
 from checkers.spark.pipeline import analyze
-from harness.history import FINAL_READS_PROCESS as FINAL
-from harness.history import NEMESIS
+from core.history import FINAL_READS_PROCESS as FINAL
+from core.history import NEMESIS
+from tests.unit.conftest import checks
 
 GRUDGE = {"n1": ["n3", "n4", "n5"], "n2": ["n3", "n4", "n5"], "n3": ["n1", "n2"]}
 
@@ -180,7 +181,7 @@ def test_the_pipeline_reads_writes_and_faults_from_the_history(
     for i, e in enumerate(events):
         e["index"] = i
     history = write_history(events)
-    result = analyze(spark, history, tmp_path / "out", ["append"], {"availability": {
+    result = analyze(spark, history, tmp_path / "out", checks("append"), {"availability": {
         "max_recovery": 30}})  # fmt: skip
     availability = result["checkers"]["availability"]
     assert plain.check(tagged(history), max_recovery=30) == availability
@@ -233,7 +234,7 @@ def test_the_pipeline_finds_final_reads_all_refused(
     for i, e in enumerate(events):
         e["index"] = i
     history = write_history(events)
-    result = analyze(spark, history, tmp_path / "out", ["append"], {})
+    result = analyze(spark, history, tmp_path / "out", checks("append"), {})
     availability = result["checkers"]["availability"]
     assert plain.check(tagged(history)) == availability
     assert availability["anomaly_types"] == ["no-final-read"], availability["anomalies"]

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 
 from checkers import bank
 from checkers.spark import bank as fed_bank
-from harness.errors import BadInput
+from core.errors import BadInput
 from tests.unit.conftest import both_ways
 
 ACCOUNTS = [0, 1, 2, 3]

@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 
+from core.errors import BadInput
 from harness.check import Bank, analyze, resolve
-from harness.errors import BadInput
 
 BALANCES = {str(a): 10 for a in range(8)}
 

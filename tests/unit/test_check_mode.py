@@ -1,17 +1,18 @@
-"""`harness check --mode`: the run's mode (or the one asked for) decides what the append and set
-checkers hold a history to, and results.json says which. Runs the command, as a user would."""
+"""`harness check --mode`: the run's contract (or the one asked for) decides what the append and
+set checkers hold a history to, and results.json says which. Runs the command, as a user would."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from checkers.rollback import CONFIRM_ROLLBACK, rolled_back
-from harness.check import MODES
+from checkers.rollback import rolled_back
+from core.contract import Contract
 from tests.e2e.conftest import harness
 from tests.e2e.test_bad_input import assert_one_sentence
 
 ROLLED_BACK = "rolled back: the quorum was not collected in time"
+CONFIRM_ROLLBACK = Contract.CONFIRM_ROLLBACK.value
 
 
 def write_set_history(path: Path) -> Path:
@@ -32,8 +33,9 @@ def checked(out: Path) -> tuple[str, list[str]]:
     return results["mode"], results["checkers"]["set"]["anomaly_types"]
 
 
-def test_the_modes_are_the_checkers_modes() -> None:
-    assert MODES == ("safekeeper", CONFIRM_ROLLBACK)
+def test_the_contracts_and_their_old_names() -> None:
+    assert [c.value for c in Contract] == ["durable", CONFIRM_ROLLBACK]
+    assert Contract.parse("safekeeper") is Contract.DURABLE
     assert rolled_back(ROLLED_BACK) and rolled_back("40001: could not serialize access")
     assert not rolled_back("40003: statement completion unknown") and not rolled_back(None)
 
@@ -58,9 +60,12 @@ def test_a_run_is_checked_in_its_own_mode_unless_told_otherwise(tmp_path: Path) 
     result = harness("check", str(run))
     assert result.returncode == 1, result.stdout + result.stderr
     assert checked(run) == (CONFIRM_ROLLBACK, ["resurrected-rollback"])
-    result = harness("check", str(run), "--mode", "safekeeper")
+    result = harness("check", str(run), "--mode", "durable")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert checked(run) == ("safekeeper", ["unexpected"])
+    assert checked(run) == ("durable", ["unexpected"])
+    result = harness("check", str(run), "--mode", "safekeeper")  # the old name of durable
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert checked(run) == ("durable", ["unexpected"])
 
 
 def test_an_unknown_mode_is_one_sentence(tmp_path: Path) -> None:

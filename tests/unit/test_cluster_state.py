@@ -10,13 +10,28 @@ from typing import Any
 
 import pytest
 
-from checkers.cluster_state import analyse, check, divergence, read_rounds
+from checkers import cluster_state
+from checkers.cluster_state import check, divergence
 from checkers.cluster_state import check as plain_check
 from checkers.spark.cluster_state import check as fed_check
-from harness.polls import COORDINATION
+from core.polls import COORDINATION, ComputePoll, Round, read_rounds, record_of
 from tests.unit.conftest import MS, both_ways
 
 S = 1_000_000_000
+
+
+def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every rule's verdict on rounds written as a polls file holds them (each node's entry
+    read as the record whose fields it has, as a run's file from before records were named)."""
+    typed = [
+        Round(
+            time=r["time"],
+            begun=r.get("begun"),
+            nodes={n: record_of(s) for n, s in r["nodes"].items()},
+        )
+        for r in rounds
+    ]
+    return cluster_state.analyse(typed)
 
 
 def compute(serving: bool, term: int | None, role: str = "primary") -> dict:
@@ -203,9 +218,10 @@ def test_epoch_terms_that_start_at_committed_wal_are_valid_and_a_vcl_of_zero_is_
 def test_the_polls_file_is_read_up_to_a_line_cut_off_by_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "cluster.jsonl"
     path.write_text('{"time": 1, "nodes": {"n1": {"serving": true}}}\n{"time": 2, "nod')
-    assert read_rounds(path) == [{"time": 1, "nodes": {"n1": {"serving": True}}}]
+    assert read_rounds(path) == [Round(time=1, nodes={"n1": ComputePoll(serving=True)})]
     assert check(None, str(path))["rounds"] == 1
-    assert check(None, None) == {"valid": True, "anomaly_types": [], "anomalies": [], "rounds": 0}
+    empty = check(None, None)
+    assert (empty["valid"], empty["anomalies"], empty["rounds"]) == (True, [], 0)
 
 
 def test_two_starts_of_one_term_are_two_leaders() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from checkers.operations import OP_COLUMNS, op_dict, read_history
+from checkers.operations import op_dict, read_history
 from checkers.spark import history_table
 from checkers.spark.history_table import (
     PARTIAL_LINE_NOTE,
@@ -18,7 +18,8 @@ from checkers.spark.history_table import (
     operations,
     store_operations,
 )
-from harness.errors import BadInput
+from core.errors import BadInput
+from core.history import OP_COLUMNS
 
 WriteHistory = Callable[..., Path]
 
@@ -226,7 +227,9 @@ def test_pairing_and_unknown_outcomes(spark: SparkSession, write_history: WriteH
         "error": None,
         "latency_ns": 3_000_000,
         "lsn": 2**40 + 7,  # the write's WAL position, from its completion
+        "write": True,  # as the invocation recorded it
     }
+    assert by_index[1]["write"] is None  # the nemesis's operations write nothing of a workload
     assert by_index[2]["type"] == "fail" and by_index[2]["error"] == "conflict"
     assert by_index[2]["lsn"] is None
     # Nemesis pairs are kept, and a lone nemesis event is an operation of its own.
@@ -239,7 +242,7 @@ def test_pairing_and_unknown_outcomes(spark: SparkSession, write_history: WriteH
 
 
 def test_events_written_by_the_harness_load(spark: SparkSession, tmp_path: Path) -> None:
-    from harness.history import HistoryWriter
+    from core.history import HistoryWriter
 
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as history:

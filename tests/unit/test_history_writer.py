@@ -4,7 +4,7 @@ import json
 import threading
 from pathlib import Path
 
-from harness.history import HistoryWriter, has_partial_last_line
+from core.history import HistoryWriter, has_partial_last_line
 
 
 def test_events_are_flushed_as_they_are_appended(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from checkers.spark.runs_index import build_index, find_runs, started_at
-from harness.errors import BadInput
+from core.errors import BadInput
 from tests.runs_store import LOST, check, make_run
 
 

@@ -1,10 +1,10 @@
-"""The leader's limbo decisions (clusters/walkeeper/limbo.decide), as pure logic: what the
+"""The leader's limbo decisions (systems/walkeeper/limbo.decide), as pure logic: what the
 quorum holds is confirmed in WAL order; this leader's own transactions are rolled back together
 once the oldest waited too long; an earlier leader's are only ever confirmed."""
 
 from __future__ import annotations
 
-from clusters.walkeeper.limbo import Waiting, decide
+from systems.walkeeper.limbo import Waiting, decide
 
 TIMEOUT = 2.0
 

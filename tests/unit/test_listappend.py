@@ -10,7 +10,8 @@ import pytest
 
 from checkers.listappend import check
 from checkers.listappend.history import Txn
-from harness.history import FINAL_READS_PROCESS
+from core.contract import Contract
+from core.history import FINAL_READS_PROCESS
 
 
 def txn(n: int, *mops: tuple[str, Any, Any], type: str = "ok", process: int | None = None) -> Txn:
@@ -239,15 +240,15 @@ def test_a_rolled_back_append_that_reappears_breaks_the_confirm_rollback_contrac
         txn(2, A("y", 1)),
         txn(3, R("x", [1]), R("y", [1])),
     ]
-    result = check(history, "read-uncommitted", mode="confirm-rollback")
+    result = check(history, "read-uncommitted", contract=Contract.CONFIRM_ROLLBACK)
     assert result["anomaly_types"] == ["resurrected-rollback"]
     (case,) = result["anomalies"]
     assert case["ops"] == [2, 6] and "rolled back (40001" in case["explanation"]
-    # in safekeeper mode there is no such error to break, and read-uncommitted allows G1a
+    # under the durable contract there is no such error to break, and read-uncommitted allows G1a
     assert types(history, "read-uncommitted") == []
     # an append that failed for another reason (it never reached the server) is not a rollback
     refused = [rolled_back(history[0], "OperationalError: connection refused"), *history[1:]]
-    assert check(refused, "read-uncommitted", mode="confirm-rollback")["valid"] is True
+    assert check(refused, "read-uncommitted", contract=Contract.CONFIRM_ROLLBACK)["valid"] is True
 
 
 def test_a_read_overlapping_the_wait_for_a_rollback_is_a_dirty_read_not_a_resurrection() -> None:
@@ -255,7 +256,7 @@ def test_a_read_overlapping_the_wait_for_a_rollback_is_a_dirty_read_not_a_resurr
     rollback was returned saw unconfirmed data (G1a), and the rollback itself held."""
     history = concurrent(txn(1, A("x", 1)), txn(2, A("y", 1)), txn(3, R("x", [1]), R("y", [1])))
     history[0] = rolled_back(history[0], "ER 216: … (rolled back by the leader)")
-    result = check(history, "serializable", mode="confirm-rollback")
+    result = check(history, "serializable", contract=Contract.CONFIRM_ROLLBACK)
     assert result["anomaly_types"] == ["G1a"]
 
 

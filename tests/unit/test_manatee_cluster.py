@@ -7,19 +7,19 @@ import re
 
 import pytest
 
-from clusters.manatee_cluster import ManateeCluster, peer_count, role_in
+from clusters.kinds.manatee import ManateeCluster, role_in
 from clusters.registry import cluster_kind, kind_options
-from harness.errors import BadInput
+from core.errors import BadInput
 
 STATE = {"generation": 3, "primary": "n2", "sync": "n3", "async": ["n1", "n4"], "init_wal": 7}
 
 
 def test_peers_and_three_zookeeper_servers() -> None:
     assert cluster_kind("manatee") is ManateeCluster
-    assert ManateeCluster.nodes_needed({}) == 6
-    assert ManateeCluster.nodes_needed({"peers": 5}) == 8
+    assert ManateeCluster.nodes_needed(ManateeCluster.checked_options({})) == 6
+    assert ManateeCluster.nodes_needed(ManateeCluster.checked_options({"peers": 5})) == 8
     with pytest.raises(BadInput, match="--peers must be 3 or more"):
-        peer_count({"peers": 2})
+        ManateeCluster.checked_options({"peers": 2})
 
 
 def test_roles_come_from_the_cluster_state() -> None:
@@ -39,7 +39,7 @@ def test_the_kind_own_options_only() -> None:
 
 
 def test_process_patterns_find_the_daemons_and_not_their_shells() -> None:
-    patterns = {name: re.compile(p) for name, p in ManateeCluster.processes(None).items()}  # type: ignore[arg-type]
+    patterns = {p.name: re.compile(p.pattern) for p in ManateeCluster.runs}
     sitter = "python3 -u -m manatee.sitter --zookeeper n4:2181 --cluster harness --name n1"
     assert patterns["sitter"].search(sitter)
     assert not patterns["sitter"].search("pgrep -f manatee[.]sitter")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clusters.manatee.state import ClusterState, decide
+from systems.manatee.state import ClusterState, decide
 
 G3 = ClusterState(3, "n1", "n2", ("n3", "n4"), 500)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clusters.manatee import postgres
-from clusters.manatee.postgres import Postgres
+from systems.manatee import postgres
+from systems.manatee.postgres import Postgres
 
 HANGS = """#!/bin/sh
 sleep 300 &

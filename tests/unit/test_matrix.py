@@ -16,9 +16,9 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 
 import harness.runner
+from core.errors import BadInput, InfraError
 from harness.cli import run as run_command
 from harness.cli import run_config
-from harness.errors import BadInput, InfraError
 from harness.matrix import expand, repeat, run_many
 from harness.runner import RunResult
 from tests.runs_store import make_run

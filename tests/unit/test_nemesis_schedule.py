@@ -6,7 +6,7 @@ import json
 import random
 import statistics
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -15,9 +15,10 @@ import pytest
 
 import nemesis
 from clusters.backend import Node
-from clusters.kind import ClusterKind, Endpoint
-from harness.errors import BadInput, InfraError
-from harness.history import HistoryWriter
+from clusters.kinds.base import ClusterKind, KindOption
+from core.endpoint import Endpoint
+from core.errors import BadInput, InfraError
+from core.history import HistoryWriter
 from nemesis.base import NoNemesis
 from nemesis.clock import Clock, offset
 from nemesis.fault import Fault
@@ -36,6 +37,7 @@ class FakeCluster(ClusterKind):
     """A cluster kind with named nodes and nothing behind them."""
 
     name = "fake"
+    cli_options = (KindOption("count", int, "How many nodes.", least=1),)
 
     def __init__(self, count: int) -> None:
         super().__init__(None, "fake", {"count": count})  # type: ignore[arg-type]
@@ -45,7 +47,7 @@ class FakeCluster(ClusterKind):
         return [FakeNode(f"n{i}") for i in range(1, self.node_count() + 1)]  # type: ignore[misc]
 
     @classmethod
-    def nodes_needed(cls, options: dict[str, Any]) -> int:
+    def nodes_needed(cls, options: Mapping[str, Any]) -> int:
         return int(options["count"])
 
     def deploy(self, say: Callable[[str], None]) -> None:
@@ -62,9 +64,6 @@ class FakeCluster(ClusterKind):
 
     def status(self) -> dict[str, Any]:
         return {}
-
-    def collect(self, dest: Path) -> None:
-        return None
 
 
 class FakeFault(Fault):

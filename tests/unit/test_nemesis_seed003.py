@@ -6,8 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from msgspec.structs import replace
 
-from harness.errors import BadInput
+from core.errors import BadInput
+from core.polls import ComputePoll, SafekeeperPoll
 from nemesis import PACKAGES, validate
 from nemesis.seed003 import (
     Seed003,
@@ -28,8 +30,8 @@ def hears(grudge: dict[str, frozenset[str]], a: str, b: str) -> bool:
     return b not in grudge[a] and a not in grudge[b]
 
 
-def keeper(term: int, flush: int, commit: int = 0) -> dict:
-    return {"term": term, "history": [], "flush_lsn": flush, "commit_lsn": commit}
+def keeper(term: int, flush: int, commit: int = 0) -> SafekeeperPoll:
+    return SafekeeperPoll(term, [], flush, commit)
 
 
 def test_the_parts_follow_the_leader_and_the_seeds_order() -> None:
@@ -73,8 +75,8 @@ def test_the_phases_move_on_what_the_poll_shows() -> None:
     polled |= {"n3": keeper(2, 900), "n5": keeper(2, 600), "n6": keeper(2, 600)}
     assert recorded(polled, c, 500, 2)
     assert not recorded(polled | {"n3": keeper(1, 900)}, c, 500, 2)
-    assert not stood_down({"n2": {"role": "primary", "term": 2}}, c)
-    assert stood_down({"n2": {"role": "candidate", "term": None}}, c)
+    assert not stood_down({"n2": ComputePoll("primary", term=2)}, c)
+    assert stood_down({"n2": ComputePoll("candidate", term=None)}, c)
     assert not stood_down({}, c)  # a compute that does not answer says nothing
     trio = {"n3": keeper(3, 900, 900), "n4": keeper(3, 900, 900), "n7": keeper(3, 900, 900)}
     assert committed(polled | trio, c, 2)
@@ -95,8 +97,8 @@ def test_the_package_needs_five_nodes_and_draws_its_order_from_the_seed() -> Non
 
 
 def test_a_terms_start_is_what_its_announcement_said_in_either_variant() -> None:
-    epoch = {"n4": keeper(2, 700) | {"proposed_epoch": 2, "vcl": 600}, "n3": keeper(1, 500)}
+    epoch = {"n4": replace(keeper(2, 700), proposed_epoch=2, vcl=600), "n3": keeper(1, 500)}
     assert term_start(epoch, 2, 500) == 600
-    history = {"n4": keeper(2, 700) | {"history": [[1, 100], [2, 650]]}}
+    history = {"n4": replace(keeper(2, 700), history=[[1, 100], [2, 650]])}
     assert term_start(history, 2, 500) == 650
-    assert term_start({"n3": keeper(2, 500), "n1": {"role": "primary", "term": 2}}, 2, 500) == 500
+    assert term_start({"n3": keeper(2, 500), "n1": ComputePoll("primary", term=2)}, 2, 500) == 500

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusters.walkeeper.pgwal import (
+from systems.walkeeper.pgwal import (
     PAGE,
     CatchUp,
     LocalWal,

@@ -11,7 +11,9 @@ from pyspark.sql import SparkSession
 
 from checkers.spark.history_table import OP_COLUMNS
 from checkers.spark.pipeline import OPS_TABLE, analyze
-from harness.errors import BadInput
+from core.errors import BadInput
+from harness.plan import TestPlan
+from tests.unit.conftest import checks
 
 WriteHistory = Callable[..., Path]
 BANK = {"bank": {"accounts": [0, 1], "total": 10}}
@@ -37,7 +39,7 @@ def test_a_mixed_history_is_split_by_workload_and_the_table_rewritten(
 ) -> None:
     out = tmp_path / "out"
     history = write_history(mixed(lost=False))
-    result = analyze(spark, history, out, ["bank", "set"], BANK)
+    result = analyze(spark, history, out, checks("bank", "set"), BANK)
     assert (result["valid"], result["verdict"], result["notes"]) == (True, "valid", [])
     assert result["history"] == {"path": str(history), "events": 7}
     assert sorted(result["checkers"]) == ["availability", "bank", "cluster-state", "set", "stats"]
@@ -49,7 +51,7 @@ def test_a_mixed_history_is_split_by_workload_and_the_table_rewritten(
     assert tuple(table.columns) == OP_COLUMNS
     assert table.count() == 4
 
-    result = analyze(spark, write_history(mixed(lost=True)), out, ["bank", "set"], BANK)
+    result = analyze(spark, write_history(mixed(lost=True)), out, checks("bank", "set"), BANK)
     assert (result["valid"], result["verdict"]) == (False, "invalid")
     assert result["checkers"]["set"]["anomaly_types"] == ["lost"]
     assert result["checkers"]["bank"]["valid"] is True
@@ -64,7 +66,7 @@ def test_an_untagged_history_belongs_to_its_one_workload(
             {"process": 0, "type": "ok", "f": "read", "value": {"0": 5, "1": 4}},
         ]
     )
-    result = analyze(spark, history, tmp_path, ["bank"], BANK)
+    result = analyze(spark, history, tmp_path, checks("bank"), BANK)
     assert result["verdict"] == "invalid"
     assert result["checkers"]["bank"]["anomaly_types"] == ["wrong-total"]
     assert result["checkers"]["stats"]["counts"][0]["workload"] == "bank"
@@ -82,7 +84,7 @@ def test_an_append_history_without_dependencies_is_unknown(
             {"process": 1, "type": "ok", "f": "read", "value": {}, "workload": "bank"},
         ]
     )
-    result = analyze(spark, history, tmp_path, ["append"], {})
+    result = analyze(spark, history, tmp_path, checks("append"), {})
     assert (result["valid"], result["verdict"]) == ("unknown", "unknown")
     assert sorted(result["checkers"]) == [
         "append",
@@ -101,10 +103,10 @@ def test_unknown_workloads_and_missing_parameters_are_bad_input(
     spark: SparkSession, write_history: WriteHistory, tmp_path: Path
 ) -> None:
     history = write_history(mixed(lost=False))
-    with pytest.raises(BadInput, match="unknown workload ledger: the known workloads are append"):
-        analyze(spark, history, tmp_path, ["bank", "ledger"], BANK)
+    with pytest.raises(BadInput, match="unknown workload 'ledger': choose from append, bank, set"):
+        TestPlan.of_history(["bank", "ledger"], BANK)
     with pytest.raises(BadInput, match="the bank checker takes parameters accounts, total"):
-        analyze(spark, history, tmp_path, ["bank"], {})
+        analyze(spark, history, tmp_path, checks("bank"), {})
 
 
 def test_each_step_is_announced_as_it_begins(
@@ -112,7 +114,8 @@ def test_each_step_is_announced_as_it_begins(
 ) -> None:
     """`harness check` names the step under way: a large history takes a minute."""
     steps: list[str] = []
-    analyze(spark, write_history(mixed(lost=False)), tmp_path, ["bank", "set"], BANK, steps.append)
+    history = write_history(mixed(lost=False))
+    analyze(spark, history, tmp_path, checks("bank", "set"), BANK, steps.append)
     assert steps == [
         "reading the history into the operations table",
         "the bank checker",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clusters.walkeeper.pgstream import StreamError
-from clusters.walkeeper.proxy import Overlap
+from systems.walkeeper.pgstream import StreamError
+from systems.walkeeper.proxy import Overlap
 
 WAL = bytes(range(256)) * 4  # Postgres's WAL from LSN 1000
 

@@ -23,9 +23,10 @@ from pyspark.sql import SparkSession
 from checkers.spark.history_table import OP_COLUMNS
 from checkers.spark.pipeline import analyze
 from checkers.spark.timeline import CHUNK, build
-from harness import store
-from harness.history import FINAL_READS_PROCESS as FINAL
+from core import store
+from core.history import FINAL_READS_PROCESS as FINAL
 from harness.report import led_at, render_report, with_leaders
+from tests.unit.conftest import checks
 
 EVIL = "<script>alert(1)</script>"
 OUR_SCRIPTS = 4  # plotly, the page's data, the plots, the timeline
@@ -106,8 +107,13 @@ def hostile_run(
         "seed": 7,
         "concurrency": 10,
     }
-    results = analyze(spark, run / store.HISTORY, run, ["append"], {})
+    results = analyze(spark, run / store.HISTORY, run, checks("append"), {})
     results["config"] = config
+    results["plan"] = {  # as a plan records it: the kind's options with their defaults
+        "kind": "safekeeper",
+        "contract": "durable",
+        "options": {"bug": EVIL, "mode": "durable", "variant": "term-history"},
+    }
     (run / store.NODES / EVIL).mkdir(parents=True)
     (run / store.NODES / EVIL / "postgres.log").write_text(
         "2026-01-01 LOG:  starting PostgreSQL 15.14 (Debian 15.14-0+deb12u1) on x86_64\n"
@@ -156,7 +162,7 @@ def test_configuration_files_and_the_anomaly_link_to_the_timeline(
     html = (run / store.REPORT).read_text()
     page = Page(html)
     text = " ".join(" ".join(page.text).split())
-    for shown in ("cluster safekeeper", "mode safekeeper", "variant term-history", "seed 7"):
+    for shown in ("cluster safekeeper", "contract durable", "variant term-history", "seed 7"):
         assert shown in text
     assert "harness 0.1.0" in text and "postgres 15.14" in text
     # Files are linked relative to the report, their names URL-quoted in the link.
@@ -240,12 +246,13 @@ def test_a_long_history_without_its_concurrency_keeps_every_operation(tmp_path: 
         "error": [None] * n,
         "latency_ns": [500_000] * n,
         "lsn": invoke * 100,
+        "write": [True] * n,
     }
     order = rng.permutation(n)
     kinds = {
         k: pa.int64() if k.endswith(("index", "time", "_ns", "lsn")) else pa.string()
         for k in columns
-    }
+    } | {"write": pa.bool_()}
     shuffled = {k: np.asarray(v, dtype=object)[order].tolist() for k, v in columns.items()}
     table = pa.table({k: pa.array(v, type=kinds[k]) for k, v in shuffled.items()})
     assert tuple(table.column_names) == OP_COLUMNS

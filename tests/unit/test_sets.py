@@ -15,7 +15,8 @@ from pyspark.sql import DataFrame
 
 from checkers import sets
 from checkers.spark import sets as fed_sets
-from harness.errors import BadInput
+from core.contract import Contract
+from core.errors import BadInput
 from tests.unit.conftest import both_ways
 
 WriteOps = Callable[..., tuple[Path, list[int]]]
@@ -245,7 +246,9 @@ def test_a_rolled_back_add_that_a_read_shows_is_resurrected_in_confirm_rollback_
     write_ops: WriteOps, ops_of: OpsOf
 ) -> None:
     path, (rolled, refused, *_, shown) = write_ops(rolled_back_then_read())
-    result = both_ways(sets.check, fed_sets.check, ops_of(path), path, mode="confirm-rollback")
+    result = both_ways(
+        sets.check, fed_sets.check, ops_of(path), path, contract=Contract.CONFIRM_ROLLBACK
+    )
     assert result["valid"] is False
     assert result["anomaly_types"] == ["resurrected-rollback", "unexpected"]
     (resurrected,) = of_kind(result, "resurrected-rollback")
@@ -274,7 +277,9 @@ def test_a_read_that_saw_an_add_before_its_rollback_is_a_dirty_read(
     write_ops: WriteOps, ops_of: OpsOf
 ) -> None:
     path, (rolled, dirty, _) = write_ops(read_while_waiting(read_again=False))
-    result = both_ways(sets.check, fed_sets.check, ops_of(path), path, mode="confirm-rollback")
+    result = both_ways(
+        sets.check, fed_sets.check, ops_of(path), path, contract=Contract.CONFIRM_ROLLBACK
+    )
     assert result["valid"] is False
     assert result["anomaly_types"] == ["dirty-read"]
     (anomaly,) = result["anomalies"]
@@ -292,18 +297,20 @@ def test_a_rolled_back_add_read_again_after_its_rollback_is_resurrected_not_dirt
     write_ops: WriteOps, ops_of: OpsOf
 ) -> None:
     path, (rolled, _, later) = write_ops(read_while_waiting(read_again=True))
-    result = both_ways(sets.check, fed_sets.check, ops_of(path), path, mode="confirm-rollback")
+    result = both_ways(
+        sets.check, fed_sets.check, ops_of(path), path, contract=Contract.CONFIRM_ROLLBACK
+    )
     assert result["anomaly_types"] == ["resurrected-rollback"]
     assert op_indices(result["anomalies"][0]) == [rolled, later]
     assert result["dirty_read_count"] == 0
 
 
-def test_in_safekeeper_mode_a_rolled_back_add_that_a_read_shows_is_unexpected(
+def test_under_the_durable_contract_a_rolled_back_add_that_a_read_shows_is_unexpected(
     write_ops: WriteOps, ops_of: OpsOf
 ) -> None:
     path, (rolled, refused, *_, shown) = write_ops(rolled_back_then_read())
-    for mode in (None, "safekeeper"):
-        result = both_ways(sets.check, fed_sets.check, ops_of(path), path, mode=mode)
+    for given in ({}, {"contract": Contract.DURABLE}):
+        result = both_ways(sets.check, fed_sets.check, ops_of(path), path, **given)
         assert result["valid"] is False
         assert result["anomaly_types"] == ["unexpected"]
         assert sorted(op_indices(a) for a in result["anomalies"]) == [

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clusters.walkeeper import bugs
-from clusters.walkeeper.storage import Storage
+from systems.walkeeper import bugs
+from systems.walkeeper.storage import Storage
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ def test_a_session_started_in_the_background_is_the_one_a_check_gets() -> None:
     script = (
         "import threading\n"
         "from checkers.spark.session import get_spark, session_of, start_spark\n"
-        "from harness.errors import InfraError\n"
+        "from core.errors import InfraError\n"
         "spark = start_spark('local[1]')\n"
         "assert 'spark-start' in [t.name for t in threading.enumerate()]\n"
         "session = session_of(spark)\n"

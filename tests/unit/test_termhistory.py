@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clusters.walkeeper.termhistory import divergence, last_term, quorum_position, upto
+from systems.walkeeper.termhistory import divergence, last_term, quorum_position, upto
 
 
 def test_upto_drops_terms_that_hold_no_record() -> None:

@@ -1,4 +1,4 @@
-"""The safekeeper's walsender (clusters/walkeeper/walsender.py): its protocol messages byte by
+"""The safekeeper's walsender (systems/walkeeper/walsender.py): its protocol messages byte by
 byte, its parsing of what clients send, the WAL it may serve, and one conversation with a real
 libpq (psycopg's) over loopback: replication commands, a stream that stops at the commit LSN and
 goes on when it advances, and the end of the copy."""
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from psycopg import pq
 
-from clusters.walkeeper import walsender as ws
-from clusters.walkeeper.acceptor import Acceptor
-from clusters.walkeeper.storage import Storage
+from systems.walkeeper import walsender as ws
+from systems.walkeeper.acceptor import Acceptor
+from systems.walkeeper.storage import Storage
 
 BASE = 0x3000000
 SYSTEM_ID = "7311111111111111111"

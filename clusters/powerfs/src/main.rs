@@ -454,6 +454,54 @@ impl PowerFs {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Make a new node named `name` in `parent` with `make` (given its real path), journal its
+    /// creation, and reply with its entry.
+    fn made(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        reply: ReplyEntry,
+        make: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) {
+        let rel = {
+            let mut s = self.lock();
+            let rel = match s.child(parent, name) {
+                Ok(p) => p,
+                Err(e) => return reply.error(e),
+            };
+            if let Err(e) = make(&s.real(&rel)) {
+                return reply.error(errno(&e));
+            }
+            s.journal.push((Instant::now(), Change::Created { path: rel.clone() }));
+            rel
+        };
+        self.entry(rel, reply)
+    }
+
+    /// Remove the node named `name` from `parent` once `check` allows it: keep its content
+    /// aside (a power loss may bring it back) and journal its removal.
+    fn removed(
+        &self,
+        parent: u64,
+        name: &OsStr,
+        reply: ReplyEmpty,
+        check: impl FnOnce(&mut State, &Path) -> Result<(), i32>,
+    ) {
+        let mut s = self.lock();
+        let result = (|| -> Result<(), i32> {
+            let rel = s.child(parent, name)?;
+            check(&mut s, &rel)?;
+            let kept = s.keep(&rel).map_err(|e| errno(&e))?;
+            s.forget_path(&rel);
+            s.journal.push((Instant::now(), Change::Removed { path: rel, kept }));
+            Ok(())
+        })();
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn entry(&self, rel: PathBuf, reply: ReplyEntry) {
         let mut s = self.lock();
         let ino = s.inode(&rel);
@@ -574,25 +622,14 @@ impl Filesystem for PowerFs {
         if mode & libc::S_IFMT != libc::S_IFREG {
             return reply.error(libc::EPERM); // only regular files are made here
         }
-        let rel = {
-            let mut s = self.lock();
-            let rel = match s.child(parent, name) {
-                Ok(p) => p,
-                Err(e) => return reply.error(e),
-            };
-            let made = OpenOptions::new()
+        self.made(parent, name, reply, |real| {
+            OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(mode & !umask & 0o7777)
-                .open(s.real(&rel))
-                .and_then(|_| chown(&s.real(&rel), req.uid(), req.gid()));
-            if let Err(e) = made {
-                return reply.error(errno(&e));
-            }
-            s.journal.push((Instant::now(), Change::Created { path: rel.clone() }));
-            rel
-        };
-        self.entry(rel, reply)
+                .open(real)
+                .and_then(|_| chown(real, req.uid(), req.gid()))
+        })
     }
 
     fn mkdir(
@@ -600,65 +637,34 @@ impl Filesystem for PowerFs {
         req: &Request<'_>,
         parent: u64,
         name: &OsStr,
-        mode: u32,
-        umask: u32,
+        mode: u32, umask: u32, // of the new directory
         reply: ReplyEntry,
     ) {
-        let rel = {
-            let mut s = self.lock();
-            let rel = match s.child(parent, name) {
-                Ok(p) => p,
-                Err(e) => return reply.error(e),
-            };
-            let real = s.real(&rel);
-            let made = fs::create_dir(&real)
+        self.made(parent, name, reply, |real| {
+            fs::create_dir(real)
                 .and_then(|_| {
-                    fs::set_permissions(&real, fs::Permissions::from_mode(mode & !umask & 0o7777))
+                    fs::set_permissions(real, fs::Permissions::from_mode(mode & !umask & 0o7777))
                 })
-                .and_then(|_| chown(&real, req.uid(), req.gid()));
-            if let Err(e) = made {
-                return reply.error(errno(&e));
-            }
-            s.journal.push((Instant::now(), Change::Created { path: rel.clone() }));
-            rel
-        };
-        self.entry(rel, reply)
+                .and_then(|_| chown(real, req.uid(), req.gid()))
+        })
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let mut s = self.lock();
-        let result = (|| -> Result<(), i32> {
-            let rel = s.child(parent, name)?;
-            if let Some(&ino) = s.inodes.get(&rel) {
+        self.removed(parent, name, reply, |s, rel| {
+            if let Some(&ino) = s.inodes.get(rel) {
                 s.dirty.remove(&ino);
             }
-            let kept = s.keep(&rel).map_err(|e| errno(&e))?;
-            s.forget_path(&rel);
-            s.journal.push((Instant::now(), Change::Removed { path: rel, kept }));
             Ok(())
-        })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        })
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let mut s = self.lock();
-        let result = (|| -> Result<(), i32> {
-            let rel = s.child(parent, name)?;
-            if fs::read_dir(s.real(&rel)).map_err(|e| errno(&e))?.next().is_some() {
+        self.removed(parent, name, reply, |s, rel| {
+            if fs::read_dir(s.real(rel)).map_err(|e| errno(&e))?.next().is_some() {
                 return Err(libc::ENOTEMPTY);
             }
-            let kept = s.keep(&rel).map_err(|e| errno(&e))?;
-            s.forget_path(&rel);
-            s.journal.push((Instant::now(), Change::Removed { path: rel, kept }));
             Ok(())
-        })();
-        match result {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        })
     }
 
     fn symlink(
@@ -669,22 +675,9 @@ impl Filesystem for PowerFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let rel = {
-            let mut s = self.lock();
-            let rel = match s.child(parent, link_name) {
-                Ok(p) => p,
-                Err(e) => return reply.error(e),
-            };
-            let real = s.real(&rel);
-            let made = std::os::unix::fs::symlink(target, &real)
-                .and_then(|_| chown(&real, req.uid(), req.gid()));
-            if let Err(e) = made {
-                return reply.error(errno(&e));
-            }
-            s.journal.push((Instant::now(), Change::Created { path: rel.clone() }));
-            rel
-        };
-        self.entry(rel, reply)
+        self.made(parent, link_name, reply, |real| {
+            std::os::unix::fs::symlink(target, real).and_then(|_| chown(real, req.uid(), req.gid()))
+        })
     }
 
     fn rename(
@@ -875,9 +868,7 @@ impl Filesystem for PowerFs {
         req: &Request<'_>,
         parent: u64,
         name: &OsStr,
-        mode: u32,
-        umask: u32,
-        flags: i32,
+        mode: u32, umask: u32, flags: i32, // of the new file, and how it is opened
         reply: ReplyCreate,
     ) {
         let mut s = self.lock();

@@ -3,7 +3,7 @@ Postgres 15 under a compute agent, and `--safekeepers N` nodes after them runnin
 each. n1 starts as the primary, its proxy Postgres's synchronous standby; the other computes are
 hot standbys replaying the safekeepers' committed WAL, and take over when the primary is lost.
 
-The daemons (package `clusters/walkeeper`) are copied onto the nodes as files and run there with
+The daemons (package `systems/walkeeper`) are copied onto the nodes as files and run there with
 the node's python3; the harness never imports them. It sees the cluster as an operator does:
 through Postgres, the daemons' logs and files, and `python3 -m walkeeper status` run on a node.
 """
@@ -13,29 +13,31 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from clusters import postgres_node as pg
-from clusters.backend import Node, shell_quote
-from clusters.kind import (
-    SYNCHRO_TIMEOUT_OPTION,
-    ClusterKind,
-    Endpoint,
-    KindOption,
-    ensure_clock_file,
-    failover_endpoint,
-    synchro_timeout,
-    wait_until,
+import systems
+from checkers.cluster_state import (
+    AcknowledgedOnQuorum,
+    CommitHeld,
+    LogDivergence,
+    OneServing,
+    QuietElections,
+    TermsForward,
+    TermStarts,
 )
-from clusters.walkeeper import bugs  # its lists of names: the modules the harness reads
-from clusters.walkeeper.limbo import MODES
-from harness import store
-from harness.errors import BadInput
+from clusters.backend import Node, shell_quote
+from clusters.kinds import postgres as pg
+from clusters.kinds.base import SYNCHRO_TIMEOUT_OPTION, ClusterKind, Install, KindOption, Process
+from clusters.kinds.on_node import ensure_clock_file, failover_endpoint, start_once, wait_until
+from core import store
+from core.contract import LEGACY, Contract
+from core.endpoint import Endpoint
+from core.polls import ComputePoll, Record, SafekeeperPoll
+from systems.walkeeper import bugs  # its lists of names: the modules the harness reads
 
-DAEMONS = Path(__file__).parent / "walkeeper"
+DAEMONS = systems.ROOT / "walkeeper"
 FRAME = struct.Struct(">II")  # the daemons' framing: header and payload lengths
 DIGEST_SPAN = 4 << 20  # bytes of WAL per checksum compared across safekeepers
 INSTALL = "/opt/walkeeper"
@@ -45,10 +47,13 @@ SK_PG_PORT = 5433  # a safekeeper's WAL server for Postgres standbys (streaming 
 SK_DATA = "/var/lib/harness/safekeeper"
 SLOT = "walproposer"
 AGENT = "walkeeper compute"  # the compute agent's command line, as pgrep and the kill fault see it
+DAEMON = f"env PYTHONPATH={INSTALL} python3 -u -m walkeeper"
 VARIANTS = ("term-history", "epoch")
 BUGS = bugs.NAMES
 DEFAULT_SAFEKEEPERS = 3
 DEFAULT_COMPUTES = 2
+# The compute agent's --mode for each contract, as the daemons name them.
+DAEMON_MODES = {Contract.DURABLE: "safekeeper", Contract.CONFIRM_ROLLBACK: "confirm-rollback"}
 FAILOVER_AFTER = 5.0  # seconds a quorum of safekeepers hears no proposer before a takeover
 
 COMPUTE_CONF = f"""
@@ -69,85 +74,96 @@ class SafekeeperCluster(ClusterKind):
     _addresses: dict[str, tuple[str, int]] | None = None  # the daemons' status ports, once known
     cli_options = (
         KindOption(
-            "safekeepers", int, f"Number of safekeeper nodes (default {DEFAULT_SAFEKEEPERS})."
+            "safekeepers",
+            int,
+            f"Number of safekeeper nodes (default {DEFAULT_SAFEKEEPERS}).",
+            default=DEFAULT_SAFEKEEPERS,
+            least=1,
         ),
         KindOption(
             "computes",
             int,
             f"Number of compute nodes (default {DEFAULT_COMPUTES}): one primary, the others "
             "standbys that take over when it is lost.",
+            default=DEFAULT_COMPUTES,
+            least=1,
         ),
         KindOption(
             "bug",
             str,
             "Plant bugs the harness must catch (off by default), comma-separated: "
             + ", ".join(BUGS)
-            + ". See clusters/walkeeper/bugs.py for the guarantee each breaks.",
+            + ". See systems/walkeeper/bugs.py for the guarantee each breaks.",
+            check=lambda given: unknown_bug(given),
         ),
         KindOption(
             "mode",
             str,
-            "safekeeper (default): a commit returns once a quorum has its WAL. "
-            "confirm-rollback (seed 002): clients PREPARE, the leader confirms once a quorum has "
-            "it or rolls back after --synchro-timeout; see README.md for what a client sees.",
-            MODES,
+            "The contract: durable (default), a commit returns once a quorum has its WAL; "
+            "confirm-rollback (seed 002), clients PREPARE, the leader confirms once a quorum has "
+            "it or rolls back after --synchro-timeout (docs/safekeeper.md says what a client "
+            "sees). safekeeper is the old name of durable.",
+            default=Contract.DURABLE.value,
+            choices=tuple(c.value for c in Contract),
+            aliases=LEGACY,
         ),
         SYNCHRO_TIMEOUT_OPTION,
         KindOption(
             "variant",
             str,
             "Election protocol: term-history (seed 003, default) or epoch (seed 001 as written).",
-            VARIANTS,
+            default=VARIANTS[0],
+            choices=VARIANTS,
         ),
+    )
+    installed = (Install(DAEMONS, "*.py", f"{INSTALL}/walkeeper"),)
+    collected = (pg.LOG_DIR, f"{SK_DATA}/control.json")
+    poll_records = (ComputePoll, SafekeeperPoll)
+    state_rules = (
+        OneServing,
+        TermStarts,
+        TermsForward,
+        CommitHeld,
+        AcknowledgedOnQuorum,
+        LogDivergence,
+        QuietElections,
     )
 
     @classmethod
-    def nodes_needed(cls, options: dict[str, Any]) -> int:
-        planted(options)  # checked here too: before any node starts
-        synchro_timeout(options)
-        return count_option(options, "computes", DEFAULT_COMPUTES) + count_option(
-            options, "safekeepers", DEFAULT_SAFEKEEPERS
-        )
+    def nodes_needed(cls, options: Mapping[str, Any]) -> int:
+        return int(options["computes"]) + int(options["safekeepers"])
+
+    @classmethod
+    def contract_of(cls, options: Mapping[str, Any]) -> Contract:
+        return Contract(options["mode"])
 
     @property
     def variant(self) -> str:
-        variant = self.options.get("variant") or "term-history"
-        if variant not in VARIANTS:
-            raise BadInput(f"unknown --variant {variant!r}: choose from {', '.join(VARIANTS)}")
-        return variant
+        return str(self.options["variant"])
 
     @property
-    def mode(self) -> str:
-        mode = self.options.get("mode") or MODES[0]
-        if mode not in MODES:
-            raise BadInput(f"unknown --mode {mode!r}: choose from {', '.join(MODES)}")
-        return mode
-
-    @property
-    def synchro_timeout(self) -> float:
-        return synchro_timeout(self.options)
+    def contract_in_force(self) -> Contract:
+        return self.contract_of(self.options)
 
     @property
     def bug_flag(self) -> str:
-        return "".join(f" --bug {bug}" for bug in planted(self.options))
+        return "".join(f" --bug {bug}" for bug in planted(self.options["bug"]))
 
     def computes(self) -> list[Node]:
-        return self.nodes[: count_option(self.options, "computes", DEFAULT_COMPUTES)]
+        return self.nodes[: self.options["computes"]]
 
     def safekeepers(self) -> list[Node]:
-        return self.nodes[len(self.computes()) :]
+        return self.nodes[self.options["computes"] :]
 
     def deploy(self, say: Callable[[str], None]) -> None:
         count = self.node_count()
-        computes = count_option(self.options, "computes", DEFAULT_COMPUTES)
-        say(
-            f"starting {count} nodes on {self.backend.name}: n1…n{computes} computes, "
-            f"n{computes + 1}…n{count} safekeepers"
-        )
+        computes = self.options["computes"]
         # the daemons' status ports too: the harness polls them during a run
-        nodes = self.backend.up(self.cluster, count, [pg.PORT, SK_PORT, PROXY_PORT])
-        for node in nodes:
-            install(node)
+        self.bring_up(
+            say,
+            [pg.PORT, SK_PORT, PROXY_PORT],
+            f"n1…n{computes} computes, n{computes + 1}…n{count} safekeepers",
+        )
         say(f"starting {count - computes} safekeepers ({self.variant})")
         for node in self.safekeepers():
             self.start_safekeeper(node)
@@ -185,43 +201,44 @@ class SafekeeperCluster(ClusterKind):
         cmd = f"timeout 5 {pg.PG_BIN}/psql -h 127.0.0.1 -U {pg.USER} -d postgres -qc "
         return node.exec(cmd + shell_quote(sql), check=False).code == 0
 
-    def daemon(self, node: Node, args: str, log: str) -> None:
-        """Start a walkeeper daemon detached, logging to `log`.
+    def start_safekeeper(self, node: Node) -> None:
+        """The safekeeper daemon, unless it runs.
 
         Unlike Postgres, the daemons keep the real clock: libfaketime 0.9.10 does not intercept
         the sem_clockwait behind Python's timed lock waits, which then never time out (seen as a
         proxy that never reconnects). They take no decision from the wall clock, so a skewed
         clock would have nothing to act on in them anyway."""
-        cmd = f"env PYTHONPATH={INSTALL} python3 -u -m walkeeper {args}"
-        node.exec(f"mkdir -p {pg.LOG_DIR} && exec {cmd} >> {pg.LOG_DIR}/{log} 2>&1", detach=True)
-
-    def start_safekeeper(self, node: Node) -> None:
-        self.daemon(
-            node,
+        args = (
             f"safekeeper --name {node.name} --data {SK_DATA} --listen 0.0.0.0:{SK_PORT} "
-            f"--variant {self.variant} --pg-listen 0.0.0.0:{SK_PG_PORT}{self.bug_flag}",
-            "safekeeper.log",
+            f"--variant {self.variant} --pg-listen 0.0.0.0:{SK_PG_PORT}{self.bug_flag}"
+        )
+        start_once(
+            node, "walkeeper [s]afekeeper", f"{DAEMON} {args}", f"{pg.LOG_DIR}/safekeeper.log"
         )
 
     def start_agent(self, node: Node) -> None:
-        """The compute agent, unless it runs: it starts (or rebuilds) Postgres as it decides."""
-        # "[c]" keeps pgrep from matching the shell that runs it
-        if node.exec("pgrep -f 'walkeeper [c]ompute'", check=False).code == 0:
-            return
+        """The compute agent, unless it runs: it starts (or rebuilds) Postgres as it decides;
+        so Postgres on a compute is the agent's to start, which first asks the safekeepers
+        whether this node may still be a primary."""
         ensure_clock_file(node)
         peers = " ".join(f"--safekeeper {n.name}={n.name}:{SK_PORT}" for n in self.safekeepers())
         others = " ".join(
             f"--compute {n.name}={n.name}:{pg.PORT}" for n in self.computes() if n.name != node.name
         )
-        self.daemon(
-            node,
+        args = (
             f"compute --name {node.name} --pgdata {pg.PGDATA} --pg-bin {pg.PG_BIN} "
             f"--pg-start {shell_quote(pg.start_command())} --slot {SLOT} {peers} {others} "
             f"--variant {self.variant} --status-port {PROXY_PORT} "
-            f"--failover-after {FAILOVER_AFTER:g} --mode {self.mode} "
-            f"--synchro-timeout {self.synchro_timeout:g}{self.bug_flag}",
-            "compute.log",
+            f"--failover-after {FAILOVER_AFTER:g} --mode {DAEMON_MODES[self.contract_in_force]} "
+            f"--synchro-timeout {self.options['synchro_timeout']:g}{self.bug_flag}"
         )
+        start_once(node, "walkeeper [c]ompute", f"{DAEMON} {args}", f"{pg.LOG_DIR}/compute.log")
+
+    runs = (
+        Process("postgres", f"{pg.PG_BIN}/postgres", start_agent),
+        Process("proxy", AGENT, start_agent),
+        Process("safekeeper", "walkeeper safekeeper", start_safekeeper),
+    )
 
     def endpoints(self) -> list[Endpoint]:
         """Every client lists all computes and keeps to the one that accepts writes, as an
@@ -232,28 +249,9 @@ class SafekeeperCluster(ClusterKind):
                 pg.PORT,
                 pg.DBNAME,
                 pg.USER,
-                two_phase=self.mode == "confirm-rollback",
+                two_phase=self.contract_in_force is Contract.CONFIRM_ROLLBACK,
             )
         ]
-
-    def processes(self) -> dict[str, str]:
-        return {
-            "postgres": f"{pg.PG_BIN}/postgres",
-            "proxy": AGENT,
-            "safekeeper": "walkeeper safekeeper",
-        }
-
-    def start_process(self, node: Node, name: str) -> None:
-        """Postgres on a compute is the agent's to start: it first asks the safekeepers whether
-        this node may still be a primary."""
-        starters = {
-            "postgres": self.start_agent,
-            "proxy": self.start_agent,
-            "safekeeper": self.start_safekeeper,
-        }
-        if name not in starters:
-            raise ValueError(f"the safekeeper cluster runs no process {name!r}")
-        starters[name](node)
 
     def agent_status(self, node: Node) -> dict[str, Any]:
         return daemon_status(node, PROXY_PORT)
@@ -303,7 +301,7 @@ class SafekeeperCluster(ClusterKind):
             "nodes": nodes,
         }
 
-    def poll(self) -> dict[str, dict[str, Any]]:
+    def poll(self) -> dict[str, Record]:
         """Each compute's role, whether it serves and in which term; each safekeeper's term,
         term history, flush and commit LSN: from the daemons' status ports, all at once."""
         if self._addresses is None:
@@ -314,18 +312,18 @@ class SafekeeperCluster(ClusterKind):
         with ThreadPoolExecutor(len(addresses)) as pool:
             states = dict(zip(addresses, pool.map(ask_status, addresses.values()), strict=True))
         computes = {n.name for n in self.computes()}
-        polled: dict[str, dict[str, Any]] = {}
+        polled: dict[str, Record] = {}
         for name, state in states.items():
             if not state.get("ok"):
                 continue
             if name in computes:
-                polled[name] = {
-                    "role": state.get("role"),
-                    "serving": bool(state.get("serving")),
-                    "term": state.get("term") if state.get("elected") else None,
-                }
+                polled[name] = ComputePoll(
+                    state.get("role"),
+                    bool(state.get("serving")),
+                    state.get("term") if state.get("elected") else None,
+                )
             else:
-                polled[name] = {key: state.get(key) for key in SAFEKEEPER_POLL}
+                polled[name] = keeper_poll(state)
         return polled
 
     def wal_digests(self) -> dict[str, Any]:
@@ -352,31 +350,21 @@ class SafekeeperCluster(ClusterKind):
                     digests[name].append([lo, reply["end"], reply["sha256"]])
         return {"commit_lsn": commit, "start": start, "span": DIGEST_SPAN, "digests": digests}
 
-    def collect(self, dest: Path) -> None:
-        for node in self.nodes:
-            target = dest / node.name
-            target.mkdir(parents=True, exist_ok=True)
-            node.get(pg.LOG_DIR, target)
-            node.get(f"{SK_DATA}/control.json", target)
-            (target / "container.log").write_text(node.logs())
-        (dest / "cluster-status.json").write_text(json.dumps(self.status(), indent=2))
-        (dest / store.WAL_DIGESTS).write_text(json.dumps(self.wal_digests()))
+    def final_state(self) -> dict[str, Any]:
+        return super().final_state() | {store.WAL_DIGESTS: self.wal_digests()}
 
 
-def planted(options: dict[str, Any]) -> list[str]:
-    """The planted bugs `--bug` names (comma-separated), each checked."""
-    names = [b.strip() for b in (options.get("bug") or "").split(",") if b.strip()]
-    for bug in names:
-        if bug not in BUGS:
-            raise BadInput(f"unknown --bug {bug!r}: choose from {', '.join(BUGS)}")
-    return names
+def planted(given: str | None) -> list[str]:
+    """The planted bugs a `--bug` names (comma-separated)."""
+    return [b.strip() for b in (given or "").split(",") if b.strip()]
 
 
-def count_option(options: dict[str, Any], name: str, default: int) -> int:
-    count = options.get(name) or default
-    if not isinstance(count, int) or count < 1:
-        raise BadInput(f"--{name} must be a positive number, not {count!r}")
-    return count
+def unknown_bug(given: str) -> str | None:
+    """What is wrong with a `--bug`: a name that is no planted bug."""
+    unknown = [bug for bug in planted(given) if bug not in BUGS]
+    return (
+        f"names no planted bug {unknown[0]!r}: choose from {', '.join(BUGS)}" if unknown else None
+    )
 
 
 def base_backup(node: Node, source: Node) -> None:
@@ -399,22 +387,9 @@ def in_recovery(node: Node) -> bool:
     return pg.psql(node, "SELECT pg_is_in_recovery()") == "t"
 
 
-def install(node: Node) -> None:
-    """Copy the daemon package onto the node (every run: the node's copy is never stale)."""
-    for path in sorted(DAEMONS.glob("*.py")):
-        node.put_file(f"{INSTALL}/walkeeper/{path.name}", path.read_bytes())
-
-
-# what a poll keeps of a status; the epoch variant's term starts are its announced epoch and VCL
-SAFEKEEPER_POLL = (
-    "term",
-    "history",
-    "flush_lsn",
-    "commit_lsn",
-    "epoch",
-    "proposed_epoch",
-    "vcl",
-)
+def keeper_poll(state: dict[str, Any]) -> SafekeeperPoll:
+    """What a poll keeps of a safekeeper's status."""
+    return SafekeeperPoll(**{key: state.get(key) for key in SafekeeperPoll.__struct_fields__})
 
 
 def ask_status(address: tuple[str, int], timeout: float = 1.0) -> dict[str, Any]:

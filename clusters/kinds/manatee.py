@@ -1,5 +1,5 @@
 """Cluster kind `manatee` (seed 004): `--peers N` Postgres 15 peers n1…nN (3 by default), each
-with a sitter (package `clusters/manatee`, copied onto the node and run with its python3), and a
+with a sitter (package `systems/manatee`, copied onto the node and run with its python3), and a
 ZooKeeper ensemble of three servers on nodes of their own after them. The sitters keep the
 cluster state (generation, primary, sync, asyncs, init_wal) in ZooKeeper and give each peer its
 role; n1's sitter starts first, so n1 declares the first generation as its primary.
@@ -20,30 +20,30 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, ClassVar
 
 import psycopg
 
-from clusters import postgres_node as pg
+import systems
+from checkers.cluster_state import DeposedAcknowledged, GenerationRules, QuietElections
 from clusters.backend import Node
 from clusters.image import MANATEE_IMAGE
-from clusters.kind import (
+from clusters.kinds import postgres as pg
+from clusters.kinds.base import ClusterKind, Install, KindOption, Process
+from clusters.kinds.on_node import (
     CLOCK_FILE,
     FAKETIME_LIB,
-    ClusterKind,
-    Endpoint,
-    KindOption,
     ensure_clock_file,
     failover_endpoint,
+    start_once,
     wait_until,
 )
-from harness.errors import BadInput
-from harness.polls import COORDINATION
+from core.endpoint import Endpoint
+from core.polls import COORDINATION, ClusterStatePoll, PeerPoll, Record
 
-SITTERS = Path(__file__).parent / "manatee"
+SITTERS = systems.ROOT / "manatee"
 INSTALL = "/opt/manatee"
 STATE_DIR = "/var/lib/harness"
 PGDATA = f"{STATE_DIR}/pgdata"  # the sitter keeps its role file and Postgres's log beside it
@@ -57,6 +57,7 @@ ZK_CLASSPATH = ":".join(
 ZK_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 ZK_ROOT = "/manatee/harness"  # the sitters' --cluster is "harness"
 DEFAULT_PEERS = 3
+WHY_THREE = "(a primary, a sync and an async to replace one)"
 ASK_TIMEOUT = 3.0  # seconds the harness waits for one answer from ZooKeeper
 SESSION_TIMEOUT = 5.0  # the sitters' ZooKeeper sessions: how long a dead primary goes unnoticed
 LOSS_CHOICES = ("keep", "stop")
@@ -86,15 +87,29 @@ class ManateeCluster(ClusterKind):
             int,
             f"Number of Postgres peers, 3 or more (default {DEFAULT_PEERS}): a primary, a sync "
             f"peer and a chain of asyncs; {ZK_SERVERS} ZooKeeper servers run on nodes after them.",
+            default=DEFAULT_PEERS,
+            check=lambda count: (
+                None if count >= 3 else f"must be 3 or more {WHY_THREE}, not {count}"
+            ),
         ),
         KindOption(
             "on_session_loss",
             str,
             "What a peer's sitter does with Postgres when its ZooKeeper session is gone: keep "
             "(default, seed 004 as written: it keeps serving) or stop (stop Postgres at once).",
-            LOSS_CHOICES,
+            default=LOSS_CHOICES[0],
+            choices=LOSS_CHOICES,
         ),
     )
+    installed = (Install(SITTERS, "*.py", f"{INSTALL}/manatee"),)
+    collected = (
+        pg.LOG_DIR,
+        f"{PGDATA}.log",  # Postgres's own log, beside its data
+        f"{PGDATA}.manatee.role",
+        f"{ZK_DATA}/zoo.cfg",
+    )
+    poll_records = (PeerPoll, ClusterStatePoll)
+    state_rules = (GenerationRules, DeposedAcknowledged, QuietElections)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -103,21 +118,18 @@ class ManateeCluster(ClusterKind):
         self._made_primary: dict[str, int] = {}  # peer → the last generation it was P of
 
     @classmethod
-    def nodes_needed(cls, options: dict[str, Any]) -> int:
-        return peer_count(options) + ZK_SERVERS
+    def nodes_needed(cls, options: Mapping[str, Any]) -> int:
+        return int(options["peers"]) + ZK_SERVERS
 
     @property
     def on_session_loss(self) -> str:
-        choice = self.options.get("on_session_loss") or LOSS_CHOICES[0]
-        if choice not in LOSS_CHOICES:
-            raise BadInput(f"--on-session-loss must be keep or stop, not {choice!r}")
-        return choice
+        return str(self.options["on_session_loss"])
 
     def peers(self) -> list[Node]:
-        return self.nodes[: peer_count(self.options)]
+        return self.nodes[: self.options["peers"]]
 
     def zookeepers(self) -> list[Node]:
-        return self.nodes[peer_count(self.options) :]
+        return self.nodes[self.options["peers"] :]
 
     def coordinators(self) -> list[str]:
         return [n.name for n in self.zookeepers()]
@@ -125,20 +137,17 @@ class ManateeCluster(ClusterKind):
     # deploying
 
     def deploy(self, say: Callable[[str], None]) -> None:
-        peers = peer_count(self.options)
-        count = self.node_count()
-        say(
-            f"starting {count} nodes on {self.backend.name}: n1…n{peers} Postgres peers, "
-            f"n{peers + 1}…n{count} ZooKeeper (image {MANATEE_IMAGE.name}, built on first use)"
+        peers = self.options["peers"]
+        parts = (
+            f"n1…n{peers} Postgres peers, n{peers + 1}…n{self.node_count()} ZooKeeper "
+            f"(image {MANATEE_IMAGE.name}, built on first use)"
         )
-        self.backend.up(self.cluster, count, [pg.PORT, ZK_PORT], image=MANATEE_IMAGE)
+        self.bring_up(say, [pg.PORT, ZK_PORT], parts, MANATEE_IMAGE)
         say(f"starting the ZooKeeper ensemble on {', '.join(self.coordinators())}")
         for node in self.zookeepers():
             self.configure_zookeeper(node)
             self.start_zookeeper(node)
         wait_until("a ZooKeeper quorum", lambda: self._zk_quorum(), 120)
-        for node in self.peers():
-            install(node)
         say(
             f"starting the sitters (on session loss: {self.on_session_loss}); n1 first, so that "
             "it declares generation 1"
@@ -169,20 +178,14 @@ class ManateeCluster(ClusterKind):
     def start_zookeeper(self, node: Node) -> None:
         """Debian's ZooKeeper server, on the real clock (the JVM under libfaketime is not what
         a clock fault on a node is meant to test)."""
-        if node.exec("pgrep -f '[Q]uorumPeerMain'", check=False).code == 0:
-            return
         java = (
             f"java -Xmx256m -Dlog4j.configuration=file:{INSTALL}/log4j.properties "
             f"-cp {ZK_CLASSPATH} {ZK_MAIN} {ZK_DATA}/zoo.cfg"
         )
-        node.exec(
-            f"mkdir -p {pg.LOG_DIR} && exec {java} >> {pg.LOG_DIR}/zookeeper.log 2>&1", detach=True
-        )
+        start_once(node, "[Q]uorumPeerMain", java, f"{pg.LOG_DIR}/zookeeper.log")
 
     def start_sitter(self, node: Node) -> None:
         """The peer's sitter, unless it runs: it starts Postgres in the role ZooKeeper gives."""
-        if node.exec("pgrep -f 'manatee[.]sitter'", check=False).code == 0:
-            return
         ensure_clock_file(node)
         node.exec(f"mkdir -p {pg.LOG_DIR} {STATE_DIR} && chown postgres:postgres {STATE_DIR}")
         zookeeper = ",".join(f"{z}:{ZK_PORT}" for z in self.coordinators())
@@ -199,7 +202,7 @@ class ManateeCluster(ClusterKind):
             f"--listen '*' --advertise {node.name}:{pg.PORT} "
             f"--session-timeout {SESSION_TIMEOUT:g} {env}{stop}"
         )
-        node.exec(f"exec {cmd} >> {pg.LOG_DIR}/sitter.log 2>&1", detach=True)
+        start_once(node, "manatee[.]sitter", cmd, f"{pg.LOG_DIR}/sitter.log")
 
     # what clients and faults see
 
@@ -208,23 +211,12 @@ class ManateeCluster(ClusterKind):
         application would; each operation records the peer that served it."""
         return [failover_endpoint(self.peers(), pg.PORT, pg.DBNAME, pg.USER)]
 
-    def processes(self) -> dict[str, str]:
-        return {
-            "sitter": r"-m manatee\.sitter",
-            "postgres": f"{pg.PG_BIN}/postgres",
-            "zookeeper": ZK_MAIN,
-        }
-
-    def start_process(self, node: Node, name: str) -> None:
-        """Postgres is the sitter's to start, in the role the cluster state gives it."""
-        starters = {
-            "sitter": self.start_sitter,
-            "postgres": self.start_sitter,
-            "zookeeper": self.start_zookeeper,
-        }
-        if name not in starters:
-            raise ValueError(f"the manatee cluster runs no process {name!r}")
-        starters[name](node)
+    # Postgres is the sitter's to start, in the role the cluster state gives it.
+    runs = (
+        Process("sitter", r"-m manatee\.sitter", start_sitter),
+        Process("postgres", f"{pg.PG_BIN}/postgres", start_sitter),
+        Process("zookeeper", ZK_MAIN, start_zookeeper),
+    )
 
     # reading the cluster's state
 
@@ -302,7 +294,7 @@ class ManateeCluster(ClusterKind):
         """P of the current generation, as ZooKeeper holds it."""
         return (self.cluster_state() or {}).get("primary")
 
-    def poll(self) -> dict[str, dict[str, Any]]:
+    def poll(self) -> dict[str, Record]:
         """Each peer's role in the current generation, whether its Postgres takes writes and,
         if it does, the generation in which it was made primary (the leader lane's): a deposed
         primary that still takes writes shows with its old generation. And the cluster state's
@@ -316,18 +308,18 @@ class ManateeCluster(ClusterKind):
             states = dict(
                 zip([n.name for n in peers], pool.map(self.peer_state, peers), strict=True)
             )
-        polled: dict[str, dict[str, Any]] = {}
+        polled: dict[str, Record] = {}
         for name, own in states.items():
             if not own:
                 continue
-            polled[name] = {
-                "role": role_in(state, name),
-                "writable": own["writable"],
-                "generation": self._made_primary.get(name) if own["writable"] else None,
-            }
+            polled[name] = PeerPoll(
+                role_in(state, name),
+                own["writable"],
+                self._made_primary.get(name) if own["writable"] else None,
+            )
         if generation:  # the cluster state itself, held to seed 004's rules by the checker
             fields = ("generation", "primary", "sync", "init_wal")
-            polled[COORDINATION] = {"cluster_state": {k: state.get(k) for k in fields}}
+            polled[COORDINATION] = ClusterStatePoll({k: state.get(k) for k in fields})
         return polled
 
     def status(self) -> dict[str, Any]:
@@ -363,17 +355,6 @@ class ManateeCluster(ClusterKind):
             "nodes": nodes,
         }
 
-    def collect(self, dest: Path) -> None:
-        for node in self.nodes:
-            target = dest / node.name
-            target.mkdir(parents=True, exist_ok=True)
-            node.get(pg.LOG_DIR, target)
-            node.get(f"{PGDATA}.log", target)  # Postgres's own log, beside its data
-            node.get(f"{PGDATA}.manatee.role", target)
-            node.get(f"{ZK_DATA}/zoo.cfg", target)
-            (target / "container.log").write_text(node.logs())
-        (dest / "cluster-status.json").write_text(json.dumps(self.status(), indent=2))
-
     def teardown(self) -> list[str]:
         with self._zk_lock:
             if self._zk is not None:
@@ -382,16 +363,6 @@ class ManateeCluster(ClusterKind):
                     self._zk.close()
                 self._zk = None
         return super().teardown()
-
-
-def peer_count(options: dict[str, Any]) -> int:
-    count = options.get("peers") or DEFAULT_PEERS
-    if not isinstance(count, int) or count < 3:
-        raise BadInput(
-            f"--peers must be 3 or more (a primary, a sync and an async to replace one), "
-            f"not {count!r}"
-        )
-    return count
 
 
 def role_in(state: dict[str, Any], peer: str) -> str:
@@ -403,12 +374,6 @@ def role_in(state: dict[str, Any], peer: str) -> str:
         return "sync"
     chain = state.get("async") or []
     return f"async {chain.index(peer) + 1}" if peer in chain else "none"
-
-
-def install(node: Node) -> None:
-    """Copy the sitter package onto the node (every run: the node's copy is never stale)."""
-    for path in sorted(SITTERS.glob("*.py")):
-        node.put_file(f"{INSTALL}/manatee/{path.name}", path.read_bytes())
 
 
 def zookeeper_mode(address: tuple[str, int]) -> str | None:

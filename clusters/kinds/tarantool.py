@@ -2,7 +2,7 @@
 or 5, default 5) in a full mesh, every data space synchronous (`is_sync`), the synchro quorum a
 majority. n1 bootstraps the cluster and leads; the others are read-only replicas.
 
-Tarantool 2.6 has no election. A controller (clusters/qsync/controller.lua) runs on the last node
+Tarantool 2.6 has no election. A controller (systems/qsync/controller.lua) runs on the last node
 and does an operator's failover: when the leader has been unreachable or read-only for
 FAILOVER_AFTER seconds and it reaches a quorum, it promotes the most advanced reachable replica
 (`box.ctl.clear_synchro_queue()`, then `read_only = false`) and demotes any other writable node
@@ -15,27 +15,21 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
+import systems
+from checkers.cluster_state import QuietElections, VclocksForward
 from clusters.backend import Node, shell_quote
-from clusters.kind import (
-    SYNCHRO_TIMEOUT_OPTION,
-    ClusterKind,
-    Endpoint,
-    KindOption,
-    ensure_clock_file,
-    failover_endpoint,
-    synchro_timeout,
-    under_faketime,
-    wait_until,
-)
-from harness.errors import BadInput
+from clusters.kinds.base import SYNCHRO_TIMEOUT_OPTION, ClusterKind, Install, KindOption, Process
+from clusters.kinds.on_node import ensure_clock_file, failover_endpoint, under_faketime, wait_until
+from core.contract import Contract
+from core.endpoint import Endpoint, Protocol
+from core.polls import Record, TarantoolPoll
 
 PORT = 3301
-SCRIPTS = Path(__file__).parent / "qsync"
+SCRIPTS = systems.ROOT / "qsync"
 INSTALL = "/opt/qsync"
 DATA_DIR = "/var/lib/harness/tarantool"
 LOG_DIR = "/var/log/harness"
@@ -48,24 +42,29 @@ LEASE = 3.0  # seconds a leader keeps taking writes without hearing a quorum of 
 
 class TarantoolCluster(ClusterKind):
     name = "tarantool"
-    mode = "confirm-rollback"  # the only one Tarantool's synchronous replication has
+    contract = Contract.CONFIRM_ROLLBACK  # the only one Tarantool's synchronous replication has
     cli_options = (
         KindOption(
             "instances",
             int,
             f"Number of Tarantool instances, 3 or 5 (default {DEFAULT_INSTANCES}); the synchro "
             "quorum is a majority.",
+            default=DEFAULT_INSTANCES,
+            check=lambda count: None if count in SIZES else f"must be 3 or 5, not {count!r}",
         ),
         SYNCHRO_TIMEOUT_OPTION,
     )
+    installed = (
+        Install(SCRIPTS, "node.lua", INSTALL),
+        Install(SCRIPTS, "controller.lua", INSTALL),
+    )
+    collected = (LOG_DIR, STATE_FILE)
+    poll_records = (TarantoolPoll,)
+    state_rules = (VclocksForward, QuietElections)
 
     @classmethod
-    def nodes_needed(cls, options: dict[str, Any]) -> int:
-        synchro_timeout(options)  # checked here: before any node starts
-        count = options.get("instances") or DEFAULT_INSTANCES
-        if count not in SIZES:
-            raise BadInput(f"--instances must be 3 or 5, not {count!r}")
-        return count
+    def nodes_needed(cls, options: Mapping[str, Any]) -> int:
+        return int(options["instances"])
 
     @property
     def quorum(self) -> int:
@@ -76,16 +75,10 @@ class TarantoolCluster(ClusterKind):
         return self.nodes[-1]
 
     def deploy(self, say: Callable[[str], None]) -> None:
-        count = self.node_count()
-        timeout = synchro_timeout(self.options)
-        say(
-            f"starting {count} Tarantool nodes on {self.backend.name}: a full mesh, synchro "
-            f"quorum {self.quorum}, synchro timeout {timeout:g}s"
-        )
-        nodes = self.backend.up(self.cluster, count, [PORT])
+        timeout = self.options["synchro_timeout"]
+        parts = f"Tarantool in a full mesh, synchro quorum {self.quorum}, timeout {timeout:g}s"
+        nodes = self.bring_up(say, [PORT], parts)
         for node in nodes:
-            for script in ("node.lua", "controller.lua"):
-                node.put_file(f"{INSTALL}/{script}", (SCRIPTS / script).read_bytes())
             ensure_clock_file(node)
         for node in nodes:  # together: each waits at bootstrap until every peer has joined
             self.start_tarantool(node)
@@ -103,7 +96,7 @@ class TarantoolCluster(ClusterKind):
             "NODE_NAME": node.name,
             "PEERS": ",".join(f"{n.name}:{PORT}" for n in self.nodes),
             "QUORUM": str(self.quorum),
-            "SYNCHRO_TIMEOUT": f"{synchro_timeout(self.options):g}",
+            "SYNCHRO_TIMEOUT": f"{self.options['synchro_timeout']:g}",
             "LEADER": self.nodes[0].name,
             "DATA_DIR": DATA_DIR,
             "LOG_FILE": f"{LOG_DIR}/tarantool.log",
@@ -121,7 +114,7 @@ class TarantoolCluster(ClusterKind):
             "LEADER": self.nodes[0].name,
             "QUORUM": str(self.quorum),
             "FAILOVER_AFTER": f"{FAILOVER_AFTER:g}",
-            "SYNCHRO_TIMEOUT": f"{synchro_timeout(self.options):g}",
+            "SYNCHRO_TIMEOUT": f"{self.options['synchro_timeout']:g}",
             "STATE_FILE": STATE_FILE,
         }
         self._detached(node, env, f"tarantool {INSTALL}/controller.lua", "controller.log")
@@ -137,17 +130,13 @@ class TarantoolCluster(ClusterKind):
     def endpoints(self) -> list[Endpoint]:
         """One endpoint listing every node: a client keeps to the one that takes writes."""
         return [failover_endpoint(self.nodes, PORT, "", "guest", two_phase=True,
-                                  protocol="tarantool")]  # fmt: skip
+                                  protocol=Protocol.TARANTOOL)]  # fmt: skip
 
-    def processes(self) -> dict[str, str]:
-        # Tarantool rewrites its command line to "tarantool <script> <status>"
-        return {"tarantool": r"tarantool .*node\.lua", "controller": r"tarantool .*controller\.lua"}
-
-    def start_process(self, node: Node, name: str) -> None:
-        starters = {"tarantool": self.start_tarantool, "controller": self.start_controller}
-        if name not in starters:
-            raise ValueError(f"the tarantool cluster runs no process {name!r}")
-        starters[name](node)
+    # Tarantool rewrites its command line to "tarantool <script> <status>"
+    runs = (
+        Process("tarantool", r"tarantool .*node\.lua", start_tarantool),
+        Process("controller", r"tarantool .*controller\.lua", start_controller),
+    )
 
     def role(self, node: Node) -> dict[str, Any]:
         """The node's own account (node.lua's harness_role); {} when it does not answer."""
@@ -169,7 +158,7 @@ class TarantoolCluster(ClusterKind):
                 conn.close()
         return {}
 
-    def poll(self) -> dict[str, dict[str, Any]]:
+    def poll(self) -> dict[str, Record]:
         """Which nodes take writes, and each one's vclock (how far it applied each instance's
         writes). Tarantool has no term, and more than one writable node is the procedure's
         known weakness, not a broken promise: so `writable`, not `serving`."""
@@ -177,7 +166,7 @@ class TarantoolCluster(ClusterKind):
         with ThreadPoolExecutor(len(names)) as pool:
             roles = dict(zip(names, pool.map(self.role, self.nodes), strict=True))
         return {
-            name: {"writable": role.get("ro") is False, "vclock": role.get("vclock") or {}}
+            name: TarantoolPoll(role.get("ro") is False, role.get("vclock") or {})
             for name, role in roles.items()
             if role
         }
@@ -215,12 +204,3 @@ class TarantoolCluster(ClusterKind):
             "controller": self.controller_state(),
             "nodes": nodes,
         }
-
-    def collect(self, dest: Path) -> None:
-        for node in self.nodes:
-            target = dest / node.name
-            target.mkdir(parents=True, exist_ok=True)
-            node.get(LOG_DIR, target)
-            node.get(STATE_FILE, target)
-            (target / "container.log").write_text(node.logs())
-        (dest / "cluster-status.json").write_text(json.dumps(self.status(), indent=2))

@@ -9,7 +9,7 @@ Where the seed is silent: as written, a primary that lost its ZooKeeper session 
 running; with `--stop-on-session-loss` it stops Postgres as soon as the session is gone (the
 operator's obvious fix), and starts again only through the loop above.
 
-    python3 -m clusters.manatee.sitter --zookeeper H:P[,H:P] --cluster C --name N
+    python3 -m systems.manatee.sitter --zookeeper H:P[,H:P] --cluster C --name N
         --datadir DIR --port PORT [--listen ADDR] [--advertise HOST:PORT] [--pg-env K=V …]
         [--session-timeout S] [--stop-on-session-loss]
 """

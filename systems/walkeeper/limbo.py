@@ -33,7 +33,7 @@ from typing import Any
 log = logging.getLogger("limbo")
 
 MODES = ("safekeeper", "confirm-rollback")
-GATE_FILE = "conf.d/gate.conf"  # Postgres reads every conf.d/*.conf (clusters/postgres_node.py)
+GATE_FILE = "conf.d/gate.conf"  # Postgres reads every conf.d/*.conf (clusters/kinds/postgres.py)
 POLL = 0.02
 
 

@@ -1,8 +1,5 @@
-"""The history file: one JSON event per line, appended and flushed as it happens.
-
-A crash of the harness can leave at most one partial last line; readers skip it (and say so), so
-`harness check` can always analyse what was recorded.
-"""
+"""The history's model (DESIGN.md, "The operation model"): one JSON event per line, paired into
+operations. What the writer records, the decoder reads and every checker judges."""
 
 from __future__ import annotations
 
@@ -10,8 +7,11 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+import msgspec
 
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 NEMESIS = "nemesis"
@@ -19,6 +19,49 @@ NEMESIS = "nemesis"
 # here; a read among them may rest on that, where other reads need real-time order.
 FINAL_READS_PROCESS = 10_000_000
 INT64 = range(-(2**63), 2**63)  # what an index, a time or a numbered process may be
+NULL = msgspec.Raw(b"null")
+
+
+class Event(msgspec.Struct, gc=False, omit_defaults=True):
+    """One line of the history. `write` is recorded on a client's invocation: whether the
+    workload declares the operation a write (it may change the database). `value` stays its
+    JSON text. Not tracked by the cycle collector, which would walk the millions of them."""
+
+    index: int
+    time: int
+    process: int | str
+    type: str
+    f: str
+    value: msgspec.Raw = NULL
+    node: str | None = None
+    error: str | None = None
+    workload: str | None = None
+    lsn: int | None = None
+    write: bool | None = None
+
+
+class Op(TypedDict):
+    """An invocation paired with its completion (the next event of its process), values parsed:
+    what every checker's `check(ops, ...)` takes."""
+
+    process: int | str
+    workload: str | None
+    f: str
+    node: str | None
+    type: str  # the completion's; "info" when it never completed
+    invoke_index: int
+    invoke_time: int
+    complete_index: int | None
+    complete_time: int | None
+    invoke_value: Any
+    value: Any
+    error: str | None
+    latency_ns: int | None
+    lsn: int | None
+    write: bool | None  # as the workload declared it; None for the nemesis
+
+
+OP_COLUMNS = tuple(Op.__annotations__)
 
 
 class HistoryWriter:
@@ -66,3 +109,8 @@ def has_partial_last_line(path: Path) -> bool:
     with path.open("rb") as f:
         f.seek(size - 1)
         return f.read(1) != b"\n"
+
+
+# A workload's declaration of which of its operations write: (workload, f, value) → whether the
+# operation may change the database (a workload of None: a history that does not say).
+Writes = Callable[[str | None, str, Any], bool]

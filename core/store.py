@@ -14,7 +14,7 @@ RESULTS = "results.json"
 REPORT = "report.html"
 OPS = "ops.parquet"
 NODES = "nodes"
-POLLS = "cluster.jsonl"  # the cluster's account of itself during the run (harness/polls.py)
+POLLS = "cluster.jsonl"  # the cluster's account of itself during the run (core/polls.py)
 WAL_DIGESTS = "wal-digests.json"  # in NODES: checksums of each safekeeper's WAL, by LSN range
 
 

@@ -6,7 +6,7 @@ Shared by every cluster kind that runs Postgres, so each kind only says how its 
 from __future__ import annotations
 
 from clusters.backend import Node
-from clusters.kind import ensure_clock_file, under_faketime
+from clusters.kinds.on_node import ensure_clock_file, under_faketime
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 PGDATA = "/var/lib/harness/pgdata"

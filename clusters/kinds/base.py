@@ -1,0 +1,241 @@
+"""What a cluster kind is: the software installed on a backend's nodes, and how to reach it."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from checkers.cluster_state import Rule
+from clusters.backend import Backend, Node
+from core.contract import Contract
+from core.endpoint import Endpoint
+from core.errors import BadInput
+from core.polls import Record
+
+if TYPE_CHECKING:  # the image module opens the engine's library: only the type is needed here
+    from clusters.image import ImageSpec
+
+CLUSTER_STATUS = "cluster-status.json"  # the status a run leaves in its node folder
+
+
+@dataclass(frozen=True)
+class KindOption:
+    """An option only one cluster kind takes (e.g. --safekeepers), with its checks: a kind's
+    options are checked once, where the kind declares them, before any node starts."""
+
+    name: str  # the keyword in the kind's options, e.g. "safekeepers"
+    type: type
+    help: str
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    # other accepted spellings of a choice (an old name), each mapped to the choice it means
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    least: float | None = None  # a number must be at least this
+    positive: bool = False  # a number must be above zero
+    # What is wrong with a value, if anything, as the flag's sentence goes on ("must be 3 or 5").
+    check: Callable[[Any], str | None] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """What the command line accepts: the choices, and their other names."""
+        return (*self.choices, *self.aliases)
+
+    def value(self, given: Any) -> Any:
+        """The option's value from what was given (None: not given), checked."""
+        if given is None:
+            return self.default
+        if self.choices:
+            given = self.aliases.get(given, given)
+            if given not in self.choices:
+                raise BadInput(
+                    f"unknown {self.flag} {given!r}: choose from {', '.join(self.choices)}"
+                )
+        if self.type in (int, float) and (
+            isinstance(given, bool) or not isinstance(given, (int, float))
+        ):
+            raise BadInput(f"{self.flag} takes a number, not {given!r}")
+        if self.least is not None and given < self.least:
+            raise BadInput(f"{self.flag} must be at least {self.least:g}, not {given!r}")
+        if self.positive and given <= 0:
+            raise BadInput(f"{self.flag} must be positive, not {given!r}")
+        if self.check is not None and (problem := self.check(given)):
+            raise BadInput(f"{self.flag} {problem}")
+        return given
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process a kind runs on some of its nodes: the pattern `pgrep -f` finds it by (for the
+    faults that kill or pause it) and how the kind starts it again on a node after a kill."""
+
+    name: str
+    pattern: str
+    start: Callable[[Any, Node], None]  # the kind's method: (kind, node)
+
+
+@dataclass(frozen=True)
+class Install:
+    """Files a kind copies onto every node before it starts anything (the systems under test):
+    those of `source` matching `pattern`, into `dest`. Copied on every deploy, so a node's copy
+    is never stale."""
+
+    source: Path
+    pattern: str
+    dest: str
+
+
+SYNCHRO_TIMEOUT_OPTION = KindOption(
+    "synchro_timeout",
+    float,
+    "confirm-rollback: seconds a transaction waits for the quorum before the leader rolls it "
+    "back (default 2).",
+    default=2.0,
+    positive=True,
+)
+
+
+class ClusterKind(ABC):
+    """Installs, starts, inspects and tears down one kind of cluster on a backend's nodes.
+
+    A kind declares what it is, and the harness reads the declarations: its options with their
+    checks, the contract its histories are held to, whether it keeps real-time order, the
+    processes it runs, the files it installs and collects, the records its poll gives and the
+    cluster-state rules those are held to."""
+
+    name: ClassVar[str]
+    cli_options: ClassVar[tuple[KindOption, ...]] = ()
+    # The contract the checkers hold its histories to (DESIGN.md); a kind whose contract is an
+    # option says so in `contract_of`.
+    contract: ClassVar[Contract] = Contract.DURABLE
+    # Whether one primary serves every read and write, so that a read that begins after a
+    # COMMIT returned sees it (one Postgres, or a failover cluster that keeps one primary): its
+    # append histories are then held to the real-time variant of what the isolation promises.
+    realtime_order: ClassVar[bool] = False
+    # Whether some of its nodes serve a coordination service (ZooKeeper) rather than clients:
+    # the faults aimed at that service (`--nemesis partition-zookeeper`, …) need them.
+    coordinated: ClassVar[bool] = False
+    installed: ClassVar[tuple[Install, ...]] = ()
+    # Paths on every node copied into the run folder after a run (those a node lacks are
+    # passed over), beside each node's own log.
+    collected: ClassVar[tuple[str, ...]] = ()
+    # The records its poll gives, and the rules of checkers.cluster_state they are held to.
+    poll_records: ClassVar[tuple[type[Record], ...]] = ()
+    state_rules: ClassVar[tuple[type[Rule], ...]] = ()
+    # The processes it runs, each with its starter (a method of the kind).
+    runs: ClassVar[tuple[Process, ...]] = ()
+
+    def __init__(self, backend: Backend, cluster: str, options: Mapping[str, Any]) -> None:
+        self.backend = backend
+        self.cluster = cluster
+        self.options = self.checked_options(options)
+
+    @classmethod
+    def checked_options(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every option of the kind with its value (the default where none was given), each
+        checked; an option the kind does not take is the user's mistake."""
+        own = {o.name: o for o in cls.cli_options}
+        if unknown := [n for n, v in given.items() if v is not None and n not in own]:
+            flag = "--" + unknown[0].replace("_", "-")
+            raise BadInput(f"{flag} is not an option of --cluster {cls.name}")
+        return {name: option.value(given.get(name)) for name, option in own.items()}
+
+    @classmethod
+    def contract_of(cls, options: Mapping[str, Any]) -> Contract:
+        """The contract a run with these (checked) options is held to."""
+        return cls.contract
+
+    @property
+    def nodes(self) -> list[Node]:
+        return self.backend.nodes(self.cluster)
+
+    @classmethod
+    @abstractmethod
+    def nodes_needed(cls, options: Mapping[str, Any]) -> int:
+        """How many nodes this kind needs with these (checked) options."""
+
+    def node_count(self) -> int:
+        return self.nodes_needed(self.options)
+
+    @abstractmethod
+    def deploy(self, say: Callable[[str], None]) -> None:
+        """Bring the nodes up, install and start the software, wait until it answers."""
+
+    @abstractmethod
+    def endpoints(self) -> list[Endpoint]:
+        """The endpoints clients connect to (one per node that serves clients)."""
+
+    def processes(self) -> dict[str, str]:
+        """Process name → command-line pattern, for faults that kill or pause them."""
+        return {p.name: p.pattern for p in self.runs}
+
+    def start_process(self, node: Node, name: str) -> None:
+        """Start process `name` (one the kind runs) on `node` again, after a kill."""
+        for process in self.runs:
+            if process.name == name:
+                process.start(self, node)
+                return
+        raise ValueError(f"the {self.name} cluster runs no process {name!r}")
+
+    def bring_up(
+        self,
+        say: Callable[[str], None],
+        ports: list[int],
+        parts: str,
+        image: ImageSpec | None = None,
+    ) -> list[Node]:
+        """The kind's nodes up on the backend (`parts` says which nodes are what), each with
+        the declared files copied onto it."""
+        count = self.node_count()
+        say(f"starting {count} nodes on {self.backend.name}: {parts}")
+        nodes = self.backend.up(self.cluster, count, ports, image)
+        for node in nodes:
+            for item in self.installed:
+                for path in sorted(item.source.glob(item.pattern)):
+                    node.put_file(f"{item.dest}/{path.name}", path.read_bytes())
+        return nodes
+
+    @abstractmethod
+    def leader(self) -> str | None:
+        """The node that currently leads (takes writes), if the kind can tell."""
+
+    def coordinators(self) -> list[str]:
+        """The nodes that serve the coordination service (none unless `coordinated`)."""
+        return []
+
+    @abstractmethod
+    def status(self) -> dict[str, Any]:
+        """What an operator would look at: per node, is it up, its role and positions."""
+
+    def poll(self) -> dict[str, Record]:
+        """What each node says of itself now (one of the kind's `poll_records`), cheaply enough
+        to ask about once a second during a run (who serves, in which term; terms and LSNs): the
+        harness records it beside the history and the cluster-state rules hold it to the kind's
+        promises. A node that does not answer is left out; {} for a kind with nothing to say."""
+        return {}
+
+    def final_state(self) -> dict[str, Any]:
+        """What the kind records of the whole cluster once a run is over, by file name in the
+        run's node folder: the status an operator would see, and what a kind adds."""
+        return {CLUSTER_STATUS: self.status()}
+
+    def collect(self, dest: Path) -> None:
+        """Copy every node's log and declared files into `dest/<node>/`, and the final state."""
+        for node in self.nodes:
+            target = dest / node.name
+            target.mkdir(parents=True, exist_ok=True)
+            for path in self.collected:
+                node.get(path, target)
+            (target / "container.log").write_text(node.logs())
+        for name, state in self.final_state().items():
+            (dest / name).write_text(json.dumps(state, indent=2))
+
+    def teardown(self) -> list[str]:
+        return self.backend.down(self.cluster)

@@ -1,0 +1,179 @@
+"""What a cluster says of itself while a run goes: typed records, one per node a poll reached.
+
+The harness polls the cluster kind about once a second and appends each changed round to
+cluster.jsonl beside the history, on the history's clock: {"time": ns since the run started,
+"begun": when the poll was sent, "nodes": {node: record}}. Every answer was given between `begun`
+and `time`; a node that did not answer is absent from its round. Each record names its type in
+the field `record`, so that a reader never guesses what a node is from the keys it happens to
+have; a kind declares the records its poll gives, and the cluster-state rules it is held to read
+them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import msgspec
+
+# The entry of a round that holds what the kind's coordination service said (Manatee's cluster
+# state in ZooKeeper), beside its nodes' own accounts.
+COORDINATION = "zookeeper"
+
+
+class Record(msgspec.Struct, tag_field="record", forbid_unknown_fields=True, frozen=True):
+    """A node's account of itself in one poll."""
+
+    # What the kind calls its terms, in the report's leader lane.
+    term_unit: ClassVar[str] = "term"
+
+    def leads(self) -> bool:
+        """Whether the node says it serves clients as the primary, or takes writes."""
+        return False
+
+    def led_term(self) -> int | None:
+        """The term (or generation) in which the node leads, where the kind has terms."""
+        return None
+
+    def term_seen(self) -> int | None:
+        """The newest term (or generation) the node says it knows of, where it says one."""
+        return None
+
+
+class ComputePoll(Record, tag="compute"):
+    """A compute node of the safekeeper cluster: its agent's role, whether it serves clients,
+    and the term its proxy was elected in (None unless elected)."""
+
+    role: str | None = None
+    serving: bool = False
+    term: int | None = None
+
+    def leads(self) -> bool:
+        return self.serving
+
+    def led_term(self) -> int | None:
+        return self.term
+
+    def term_seen(self) -> int | None:
+        return self.term
+
+
+class SafekeeperPoll(Record, tag="safekeeper"):
+    """A safekeeper: its term, term history ([term, start LSN] pairs), flush and commit LSNs;
+    in the epoch variant (which keeps no history) its epoch, and the epoch and VCL last
+    announced to it."""
+
+    term: int | None = None
+    history: list[list[int]] | None = None
+    flush_lsn: int | None = None
+    commit_lsn: int | None = None
+    epoch: int | None = None
+    proposed_epoch: int | None = None
+    vcl: int | None = None
+
+    def term_seen(self) -> int | None:
+        return self.term
+
+    def term_starts(self) -> list[list[int]]:
+        """Where each term's log starts: the term history, or in the epoch variant the term last
+        announced and its VCL, so that a term won below committed WAL is seen in both."""
+        starts = list(self.history or [])
+        epoch, vcl = self.proposed_epoch or 0, self.vcl or 0
+        if epoch and vcl and not starts:
+            starts.append([epoch, vcl])
+        return starts
+
+
+class TarantoolPoll(Record, tag="tarantool"):
+    """A Tarantool instance: whether it takes writes, and its vclock (instance id → how far it
+    applied that instance's writes). Tarantool 2.6 has no term."""
+
+    writable: bool = False
+    vclock: dict[str, int] = msgspec.field(default_factory=dict)
+
+    def leads(self) -> bool:
+        return self.writable
+
+
+class PeerPoll(Record, tag="peer"):
+    """A Manatee peer: its role in the current generation, whether its Postgres takes writes,
+    and (if it does) the generation in which it was made primary."""
+
+    term_unit: ClassVar[str] = "generation"
+
+    role: str | None = None
+    writable: bool = False
+    generation: int | None = None
+
+    def leads(self) -> bool:
+        return self.writable
+
+    def led_term(self) -> int | None:
+        return self.generation
+
+    def term_seen(self) -> int | None:
+        return self.generation
+
+
+class ClusterStatePoll(Record, tag="cluster-state"):
+    """Manatee's cluster state as ZooKeeper holds it: generation, primary, sync, init_wal."""
+
+    cluster_state: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+RECORDS: tuple[type[Record], ...] = (
+    ComputePoll,
+    SafekeeperPoll,
+    TarantoolPoll,
+    PeerPoll,
+    ClusterStatePoll,
+)
+AnyRecord = ComputePoll | SafekeeperPoll | TarantoolPoll | PeerPoll | ClusterStatePoll
+_ENCODER = msgspec.json.Encoder()
+
+
+class Round(msgspec.Struct, frozen=True, kw_only=True):
+    """One poll of the whole cluster."""
+
+    time: int  # ns since the run started, when the last answer came
+    begun: int | None = None  # when the poll was sent (rounds of older runs lack it)
+    nodes: dict[str, Record]
+
+
+def encode_round(round_: Round) -> bytes:
+    return _ENCODER.encode(round_)
+
+
+def read_rounds(path: Path, declared: Sequence[type[Record]] = RECORDS) -> list[Round]:
+    """The rounds of a polls file. A record without its `record` field was written before
+    records named their type: it is read as the first of the kind's `declared` records whose
+    fields it has (a line cut off by a crash is skipped)."""
+    rounds = []
+    for line in _lines(path):
+        try:
+            raw = msgspec.json.decode(line)
+        except msgspec.DecodeError:
+            continue  # the last line, cut off by a crash
+        nodes = {n: record_of(entry, declared) for n, entry in (raw.get("nodes") or {}).items()}
+        rounds.append(Round(time=raw["time"], begun=raw.get("begun"), nodes=nodes))
+    return rounds
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as f:
+        for line in f:
+            if line.strip():
+                yield line
+
+
+def record_of(entry: dict[str, Any], declared: Sequence[type[Record]] = RECORDS) -> Record:
+    """A node's entry of a polls file as its record (see `read_rounds`)."""
+    if "record" in entry:
+        return msgspec.convert(entry, AnyRecord)  # type: ignore[arg-type]
+    for kind in declared:
+        try:
+            return msgspec.convert(entry, kind)
+        except msgspec.ValidationError:
+            continue
+    raise ValueError(f"a polled state of no declared record: {entry}")
