@@ -76,7 +76,7 @@ class TestPlan:
             mode = (config.get("cluster_options") or {}).get("mode")
             contract = Contract.parse(mode) if mode else Contract.DURABLE
             return cls(planned, contract, max_recovery=config.get("max_recovery"))
-        options = kind.checked_options(config.get("cluster_options") or {})
+        options = kind.recorded_options(config.get("cluster_options") or {})
         return cls(planned, kind.contract_of(options), kind, options, config.get("max_recovery"))
 
     @classmethod

@@ -148,6 +148,13 @@ class ClusterKind(ABC):
         return {name: option.value(given.get(name)) for name, option in own.items()}
 
     @classmethod
+    def recorded_options(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The options a stored run recorded, as they are (they were checked when it ran), each
+        option it did not record at its default."""
+        defaults = {o.name: o.default for o in cls.cli_options}
+        return defaults | {n: v for n, v in given.items() if v is not None}
+
+    @classmethod
     def contract_of(cls, options: Mapping[str, Any]) -> Contract:
         """The contract a run with these (checked) options is held to."""
         return cls.contract

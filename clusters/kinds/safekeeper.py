@@ -135,7 +135,7 @@ class SafekeeperCluster(ClusterKind):
 
     @classmethod
     def contract_of(cls, options: Mapping[str, Any]) -> Contract:
-        return Contract(options["mode"])
+        return Contract.parse(options["mode"])
 
     @property
     def variant(self) -> str:

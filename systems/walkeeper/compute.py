@@ -291,10 +291,10 @@ class Agent:
 
     def campaign(self, takeover: bool) -> Proposer:
         """Win a term. The statuses that decided to stand may be seconds old (a status round
-        waits out a cut-off safekeeper) and another compute may have won a term since (the
-        users' 600 s run at seed 0: two primaries at 393.9 s), so a takeover wins only votes of
-        safekeepers still silent when they vote, and any other stand only while the
-        safekeepers still follow nobody or this compute."""
+        waits out a cut-off safekeeper) and another compute may have won a term since, which
+        would make two primaries of adjacent terms; so a takeover wins only votes of safekeepers
+        still silent when they vote, and any other stand only while the safekeepers still
+        follow nobody or this compute."""
         system_id = self.control()["Database system identifier"]
         p = Proposer(self.cfg.safekeepers, self.cfg.variant, proposer_id())
         if takeover:

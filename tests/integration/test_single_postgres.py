@@ -97,6 +97,7 @@ class SqlWorkload(Workload):
     """Runs the statements it is given: lets a test make a transaction slow where it wants."""
 
     name = "sql"
+    checkers = ()
 
     def setup(self, conn: psycopg.Connection) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS slow_commit (id int PRIMARY KEY)")
@@ -113,8 +114,9 @@ class SqlWorkload(Workload):
     def next_op(self, rng: Any) -> tuple[str, Any]:
         raise NotImplementedError
 
-    def read_only(self, f: str, value: Any) -> bool:
-        return False
+    @staticmethod
+    def writes(f: str, value: Any) -> bool:
+        return True
 
     def invoke(self, conn: psycopg.Connection, f: str, value: Any) -> Any:
         for statement in value:
