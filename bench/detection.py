@@ -12,7 +12,7 @@ it). `--options` adds `harness run` options to every run. Seed 003's hole in the
 which `all` does not reach, with the package that places its history and its control:
 
     .venv/bin/python bench/detection.py --nemesis partition-seed003 --workload append,set
-        --time 150 --modes safekeeper --only control,"variant epoch" --every-seed
+        --time 150 --modes durable --only control,"variant epoch" --every-seed
         --options "--safekeepers 5 --nemesis-interval 20"
 
 A row: the configuration, caught in run k of n (or not), the
@@ -41,7 +41,7 @@ from run_rows import anomalies, latest_run, read_rows, rows_options, table, work
 from systems.walkeeper.bugs import NAMES as BUGS
 
 HARNESS = Path(sys.executable).parent / "harness"
-MODES = ("safekeeper", "confirm-rollback")
+MODES = ("durable", "confirm-rollback")  # the safekeeper kind's contracts
 # name → the options that plant it; the control is the correct cluster.
 CONFIGS: dict[str, list[str]] = {
     "control": [],

@@ -36,6 +36,7 @@ def run_row(
         "exit": done.returncode,
         "minutes": round((time.monotonic() - started) / 60, 1),
         "date": time.strftime("%Y-%m-%d"),
+        "commit": commit(),
     }
     run = latest_run(store / name)
     if run is None or not (run / "results.json").exists():
@@ -85,8 +86,20 @@ def anomalies(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def commit() -> str:
+    """The commit the harness runs from (with "+" when its tree has changes), as each row says."""
+    here = Path(__file__).parent
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return (head or "unknown") + ("+" if dirty else "")
+
+
 def table(columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> str:
-    """The rows as a Markdown table: `columns` are (key, title)."""
+    """The rows as a Markdown table, each with the date and commit it ran on: `columns` are
+    (key, title)."""
+    columns = (("date", "date"), ("commit", "ran on"), *columns)
     head = "| " + " | ".join(title for _, title in columns) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"
     lines = [head, rule]

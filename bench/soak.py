@@ -16,7 +16,7 @@ command, one cluster at a time: a verdict is the point), read back from its run 
 Rows are appended to `--rows` (JSON lines) as each run ends, so a soak of hours can be read while
 it goes and resumed (rows already there are skipped). `--table` prints the table of a rows file.
 
-    nohup .venv/bin/python bench/soak.py [--time 600] [--modes safekeeper,confirm-rollback]
+    nohup .venv/bin/python bench/soak.py [--time 600] [--modes durable,confirm-rollback]
         [--nemeses partition-majority,…] [--seed 0] [--max-recovery 30] > soak.log 2>&1 &
     .venv/bin/python bench/soak.py --table [--rows results/soak/rows.jsonl]
 """
@@ -43,7 +43,7 @@ NEMESES = (
     "packet",
     "all",
 )
-MODES = ("safekeeper", "confirm-rollback")
+MODES = ("durable", "confirm-rollback")  # the safekeeper kind's contracts
 COLUMNS = (
     ("mode", "mode"),
     ("nemesis", "nemesis"),

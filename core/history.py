@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 
@@ -22,21 +22,24 @@ INT64 = range(-(2**63), 2**63)  # what an index, a time or a numbered process ma
 NULL = msgspec.Raw(b"null")
 
 
+Int64 = Annotated[int, msgspec.Meta(ge=INT64.start, le=INT64.stop - 1)]
+
+
 class Event(msgspec.Struct, gc=False, omit_defaults=True):
     """One line of the history. `write` is recorded on a client's invocation: whether the
     workload declares the operation a write (it may change the database). `value` stays its
     JSON text. Not tracked by the cycle collector, which would walk the millions of them."""
 
-    index: int
-    time: int
-    process: int | str
-    type: str
+    index: Int64
+    time: Int64
+    process: Int64 | str
+    type: Literal["invoke", "ok", "fail", "info"]
     f: str
     value: msgspec.Raw = NULL
     node: str | None = None
     error: str | None = None
     workload: str | None = None
-    lsn: int | None = None
+    lsn: Int64 | None = None
     write: bool | None = None
 
 

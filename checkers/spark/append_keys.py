@@ -27,13 +27,13 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from checkers.json_texts import joined_array
 from checkers.listappend import Edge, explained
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.graph import Edges
 from checkers.listappend.history import hashable
 from checkers.listappend.keys import Access, analyze, paused_gc
 from checkers.spark.append_micro_ops import COLUMNS, explode
-from checkers.spark.json_texts import joined_array
 from core.errors import BadInput
 from core.history import NEMESIS
 

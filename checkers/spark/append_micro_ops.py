@@ -2,8 +2,8 @@
 of a client transaction, the rows the per-key pass (checkers/spark/append_keys.py) analyses.
 
 Two ways lead to the same rows. Spark explodes them from the operations table (`explode`), and
-the pass then shuffles and sorts them by key: half the JVM's work in a check. The store's one
-pass (history_fast.py) holds a well-formed history's operations in the driver, and there
+the pass then shuffles and sorts them by key: half the JVM's work in a check. The reader
+(checkers/reader.py) holds the history's operations in the driver, and there
 `store_by_key` writes the rows already sorted by key, no key across two Parquet row groups. Spark
 never splits a row group between partitions, so the pass hands each key whole to one worker with
 no shuffle and no sort (and checks that it did). It takes only the shapes for which both ways
@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from checkers.json_texts import joined_array, raw_texts
 from checkers.listappend.keys import paused_gc
-from checkers.spark.json_texts import joined_array, raw_texts
 from core.history import NEMESIS
 
 COLUMNS = ("key", "txn", "pos", "type", "start", "end", "node", "error", "f", "arg")
@@ -84,7 +84,7 @@ def explode(txn_ops: DataFrame) -> DataFrame:
 
 def store_by_key(ops: pa.Table, path: Path) -> bool:
     """Write at `path` the rows of the client `txn` operations among `ops` (one workload's, as
-    history_fast builds them), sorted by key, transaction and position, no key across two row
+    the reader builds them), sorted by key, transaction and position, no key across two row
     groups; False (nothing written) when a transaction holds what `explode` might read otherwise."""
     client = pc.and_(pc.equal(ops["f"], "txn"), pc.not_equal(ops["process"], NEMESIS))
     txns = ops.select(_TXN_COLUMNS).filter(client).combine_chunks()

@@ -70,7 +70,7 @@ def analyze(
                     built.add(w)
 
         progress("reading the history into the operations table")
-        event_count, notes = store_operations(spark, history, table, tag, build_own, writes)
+        event_count, notes = store_operations(history, table, tag, build_own, writes)
         # The checkers read the table as written: no copy of the operations stays in memory.
         session = session_of(spark)
         ops = session.read.parquet(str(table))

@@ -120,7 +120,7 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
 
 def _values(value: pa.ChunkedArray, dataset: ds.Dataset, order: np.ndarray) -> pa.ChunkedArray:
     """Each operation's value: its completion's, else its invocation's. The table's value falls
-    back to the invocation's already (checkers/spark/history_table.py), so invoke_value is read only
+    back to the invocation's already (checkers/reader.py), so invoke_value is read only
     for a table with null values, and taken in the `order` that `value` was."""
     if value.null_count == 0:
         return value

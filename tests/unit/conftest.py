@@ -11,8 +11,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from checkers.catalog import Checker
-from checkers.operations import read_history
-from checkers.spark.history_table import load_events, operations
+from checkers.reader import read_history
+from checkers.spark.history_table import store_operations
 from checkers.spark.session import get_spark
 from core.errors import BadInput
 from core.history import NEMESIS
@@ -102,11 +102,15 @@ def write_ops(write_history: Callable[..., Path]) -> Callable[..., tuple[Path, l
 
 
 @pytest.fixture
-def ops_of(spark: SparkSession) -> Callable[[Path], DataFrame]:
-    """The operations table of a history file."""
+def ops_of(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[Path], DataFrame]:
+    """The operations table of a history file, as the pipeline stores it and Spark reads it."""
 
     def load(path: Path) -> DataFrame:
-        return operations(load_events(spark, path)[0])
+        table = tmp_path_factory.mktemp("ops") / "ops.parquet"
+        store_operations(path, table)
+        return spark.read.parquet(str(table))
 
     return load
 

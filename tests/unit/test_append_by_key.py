@@ -42,7 +42,6 @@ def stored(spark: SparkSession, path: Path, out: Path) -> tuple[DataFrame, DataF
     built: list[bool] = []
     by_key = out / "by-key.parquet"
     store_operations(
-        spark,
         path,
         out / "ops.parquet",
         "append",

@@ -21,7 +21,7 @@ from checkers import split_brain as plain_split_brain
 from checkers.listappend import check
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.history import Txn, write_history
-from checkers.operations import read_history
+from checkers.reader import read_history
 from checkers.spark import append as append_checker
 from checkers.spark import split_brain as split_brain_checker
 from checkers.spark.append_keys import _analyse, _keys, key_pass

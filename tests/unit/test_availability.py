@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from checkers import availability as plain
 from checkers.availability import FinalReads, Window, analyse, covered, describe, sides
-from checkers.operations import read_history
+from checkers.reader import read_history
 from checkers.spark.pipeline import analyze
 from core.history import FINAL_READS_PROCESS as FINAL
 from core.history import NEMESIS

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkers.operations import end_of, faults, read_history
+from checkers.operations import end_of, faults
+from checkers.reader import read_history
 from checkers.spark.history_table import nemesis_ops
 from checkers.stats import fault_windows
 

@@ -28,19 +28,11 @@ class ScriptedNode(Node):
     def __init__(self) -> None:
         self.commands: list[str] = []
 
-    def exec(
-        self,
-        cmd: str,
-        *,
-        user: str = "root",
-        check: bool = True,
-        env: dict[str, str] | None = None,
-        detach: bool = False,
-    ) -> ExecResult:
+    def _shell(self, cmd: str, user: str, env: dict[str, str], detach: bool) -> ExecResult:
         self.commands.append(cmd)
         return ExecResult(0, PS if cmd.startswith("ps ") else "")
 
-    def put_file(self, path: str, data: bytes, *, mode: int = 0o644, owner: str = "root") -> None:
+    def _put_file(self, path: str, data: bytes, mode: int, owner: str) -> None:
         raise AssertionError
 
     def get(self, path: str, dest: Path) -> bool:
@@ -89,7 +81,7 @@ class ForkingNode(ScriptedNode):
         "   41    40 Ts   postgres: checkpointer\n   58    40 Ts   postgres: harness [local]\n"
     )
 
-    def exec(self, cmd: str, **kwargs: object) -> ExecResult:
+    def _shell(self, cmd: str, user: str, env: dict[str, str], detach: bool) -> ExecResult:
         self.commands.append(cmd)
         if not cmd.startswith("ps "):
             return ExecResult(0, "")
