@@ -13,8 +13,8 @@ minute) all failed is `no-final-read`: the cluster did not come back once left a
 it had acknowledged cannot be shown durable (a safekeeper that lost its control file to a power
 fault never starts again: the run shows no lost write, only this).
 
-`analyse` is the judgment, on plain numbers; `check` feeds it from plain operations, and
-checkers/spark/availability.py from the operations table.
+`analyse` is the judgment, on plain numbers; `judge` finds them in the operations' columns, which
+`check` makes from plain operations and checkers/spark/availability.py from the operations table.
 """
 
 from __future__ import annotations
@@ -23,13 +23,15 @@ import bisect
 import contextlib
 import itertools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.operations import end_of, faults
+import numpy as np
+
+from checkers.operations import Columns, faults
 from checkers.stats import fault_windows
-from core.history import FINAL_READS_PROCESS, NEMESIS, Op
+from core.history import FINAL_READS_PROCESS, Op
 
 NS_PER_S = 1e9
 
@@ -250,21 +252,33 @@ def _stalls(points: list[float], windows: list[Window], bound: float) -> list[di
 def check(ops: Iterable[Op], max_recovery: float | None = None) -> dict[str, Any]:
     """The figures of a history's operations."""
     ops = list(ops)
-    writes = [op for op in ops if op["process"] != NEMESIS and op["write"]]
-    times = sorted(op["complete_time"] / NS_PER_S for op in writes
-                   if op["type"] == "ok" and op["complete_time"] is not None)  # fmt: skip
-    starts = [op["invoke_time"] for op in writes]
-    bounds = (min(starts) / NS_PER_S, max(starts) / NS_PER_S) if starts else None
+    return judge(Columns.of(ops), faults(ops), max_recovery)
+
+
+def judge(c: Columns, nemesis: Sequence[Op], max_recovery: float | None = None) -> dict[str, Any]:
+    """The figures from the operations' columns and the nemesis's operations: the client
+    writes' invocations and acknowledgements, the faults' windows, the final reads."""
+    writes = c.client & c.write
+    acked = writes & c.done & (c.type == "ok")
+    times = sorted((c.complete_time[acked] / NS_PER_S).tolist())
+    starts = c.invoke_time[writes]
+    bounds = (starts.min() / NS_PER_S, starts.max() / NS_PER_S) if starts.size else None
+    end = int(c.ends.max()) if c.ends.size else None
     windows = [Window(w["fault"], w["start"], w["end"], w.get("value"))
-               for w in fault_windows(faults(ops), end_of(ops))]  # fmt: skip
-    finals: dict[str, list[Op]] = {}
-    for op in ops:
-        if isinstance(op["process"], int) and op["process"] >= FINAL_READS_PROCESS:
-            finals.setdefault(op["workload"] or "", []).append(op)
-    final_reads = [
-        FinalReads(workload or "the history", len(tried), sum(op["type"] == "ok" for op in tried),
-                   min(op["invoke_time"] for op in tried) / NS_PER_S,
-                   max(op["complete_time"] or op["invoke_time"] for op in tried) / NS_PER_S)
-        for workload, tried in finals.items()
-    ]  # fmt: skip
+               for w in fault_windows(nemesis, end)]  # fmt: skip
+    numbered = np.array([p.lstrip("-").isdigit() for p in c.process.tolist()], dtype=bool)
+    final = np.zeros(len(numbered), dtype=bool)
+    final[numbered] = c.process[numbered].astype(np.int64) >= FINAL_READS_PROCESS
+    final_reads = []
+    for workload in dict.fromkeys(c.workload[final].tolist()):
+        tried = final & (c.workload == workload)
+        final_reads.append(
+            FinalReads(
+                workload or "the history",
+                int(tried.sum()),
+                int((c.type[tried] == "ok").sum()),
+                c.invoke_time[tried].min() / NS_PER_S,
+                c.ends[tried].max() / NS_PER_S,
+            )
+        )
     return analyse(times, windows, bounds, max_recovery, final_reads)

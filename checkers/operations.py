@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
 
 from core.history import NEMESIS, Op
 
@@ -45,3 +48,61 @@ def op_dict(row: Mapping[str, Any]) -> Op:
         op[key] = None if op[key] is None else json.loads(op[key])
     op["process"] = process_value(op["process"])
     return op
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A history's operations a column each (numpy arrays of equal length, in no particular
+    order): what the judgments over every operation (stats, availability) read, made alike from
+    plain operations (`of`) and from the operations table (checkers/spark). The nemesis's
+    operations are in them too (`client` false)."""
+
+    client: np.ndarray  # bool
+    process: np.ndarray  # object: the process's text
+    workload: np.ndarray  # object: a name or None
+    f: np.ndarray  # object
+    type: np.ndarray  # object
+    invoke_index: np.ndarray  # int64
+    invoke_time: np.ndarray  # int64
+    done: np.ndarray  # bool: it completed
+    complete_time: np.ndarray  # int64, 0 where not done
+    latency_ns: np.ndarray  # int64, 0 where not done
+    write: np.ndarray  # bool: a client operation its workload declares a write
+
+    NAMES: ClassVar[tuple[str, ...]] = (
+        "process", "workload", "f", "type", "invoke_index", "invoke_time", "complete_time",
+        "latency_ns", "write",
+    )  # fmt: skip
+
+    @classmethod
+    def of(cls, ops: Iterable[Op]) -> Columns:
+        """From plain operations."""
+        ops = list(ops)
+        return cls.from_lists(
+            {name: [op[name] for op in ops] for name in cls.NAMES}  # type: ignore[literal-required]
+        )
+
+    @classmethod
+    def from_lists(cls, lists: Mapping[str, list[Any]]) -> Columns:
+        """From a list per name of NAMES, None where an operation has no value."""
+        process = np.array([str(p) for p in lists["process"]], dtype=object)
+        complete = lists["complete_time"]
+        done = np.array([t is not None for t in complete], dtype=bool)
+        return cls(
+            client=process != NEMESIS,
+            process=process,
+            workload=np.array(lists["workload"], dtype=object),
+            f=np.array(lists["f"], dtype=object),
+            type=np.array(lists["type"], dtype=object),
+            invoke_index=np.array(lists["invoke_index"], dtype=np.int64),
+            invoke_time=np.array(lists["invoke_time"], dtype=np.int64),
+            done=done,
+            complete_time=np.array([t or 0 for t in complete], dtype=np.int64),
+            latency_ns=np.array([t or 0 for t in lists["latency_ns"]], dtype=np.int64),
+            write=np.array([bool(w) for w in lists["write"]], dtype=bool) & (process != NEMESIS),
+        )
+
+    @property
+    def ends(self) -> np.ndarray:
+        """When each operation ended: its completion, or its invocation if it never did."""
+        return np.where(self.done, self.complete_time, self.invoke_time)

@@ -19,11 +19,11 @@ after that answer contains it, and a dirty read (a read of unconfirmed data) whe
 invoked before it did (both invalid).
 
 Reads are put in invocation order (their rank) and each is compared with the previous one, so
-each element's presence is a few intervals of ranks, and "how many reads began by time t" is a
-rank too: an element's facts (`facts`) are a few numbers, whatever the size of the reads. `judge`
-classifies elements from their facts; `check` finds the facts in plain Python, and the Spark feed
-(checkers/spark/sets.py) finds the same facts with Spark jobs for histories too large for one
-process.
+each element's presence is a few runs of ranks, and "how many reads began by time t" is a rank
+too: an element's facts (`facts`) are a few numbers, whatever the size of the reads. `judge`
+classifies elements from their facts. `check` finds the runs in plain Python; the Spark feed
+(checkers/spark/sets.py) finds them with Spark jobs, for histories whose reads are too large for
+one process, and both hand them to `facts`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from checkers.rollback import DIRTY, RESURRECTED, rolled_back
@@ -95,21 +96,42 @@ def check(ops: Iterable[Op], contract: Contract = Contract.DURABLE) -> dict[str,
             )
     ranked = sorted(reads, key=lambda op: (op["invoke_time"], op["invoke_index"]))
     by_index = {op["invoke_index"]: op for op in ops}
-    return judge(
-        facts(adds, ranked, contract),
+    read = Ranked(
         [op["invoke_index"] for op in ranked],
         [op["invoke_time"] for op in ranked],
+        [op["complete_time"] for op in ranked],
+    )
+    return judge(
+        facts(adds, runs_of(ranked), read, contract),
+        read.index,
+        read.invoked,
         duplicates(ranked),
         lambda indices: {i: by_index[i] for i in indices},
     )
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The ok reads in rank order (invocation time, then index): each one's index, invocation
+    and completion time."""
+
+    index: list[int]
+    invoked: list[int]
+    completed: list[int]
 
 
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def facts(adds: list[Op], ranked: list[Op], contract: Contract) -> list[Facts]:
-    """Every element added or read, with its `FACTS`; `ranked`: the ok reads in rank order."""
+def facts(
+    adds: Iterable[Op],
+    runs: Mapping[int, list[tuple[int, int]]],
+    ranked: Ranked,
+    contract: Contract,
+) -> list[Facts]:
+    """Every element added or read, with its `FACTS`, from the adds, each element's runs of
+    consecutive read ranks (from 1) that have it, and the ok reads in rank order."""
     out: dict[int, Facts] = {}
 
     def of(element: int) -> Facts:
@@ -138,17 +160,16 @@ def facts(adds: list[Op], ranked: list[Op], contract: Contract) -> list[Facts]:
             e["add_op"] = rollback_op if rollback_op is not None else e["add_op"]
         else:
             e["rollback_error"] = e["rollback_time"] = None
-    invoked = [op["invoke_time"] for op in ranked]
-    for element, spans in _intervals(ranked).items():
+    invoked = ranked.invoked
+    for element, spans in runs.items():
         e = of(element)
         first, (top_start, last) = min(spans)[0], max(spans, key=lambda s: s[1])
-        first_op, last_op = ranked[first - 1], ranked[last - 1]
         e |= {
-            "first_read": first_op["invoke_index"],
-            "first_seen_time": first_op["complete_time"],
-            "last_read": last_op["invoke_index"],
-            "last_read_invoked": last_op["invoke_time"],
-            "last_seen_time": last_op["complete_time"],
+            "first_read": ranked.index[first - 1],
+            "first_seen_time": ranked.completed[first - 1],
+            "last_read": ranked.index[last - 1],
+            "last_read_invoked": ranked.invoked[last - 1],
+            "last_seen_time": ranked.completed[last - 1],
             "last_rank": last,
             "top_start": top_start,
             "spans": spans,
@@ -165,7 +186,7 @@ def facts(adds: list[Op], ranked: list[Op], contract: Contract) -> list[Facts]:
     return list(out.values())
 
 
-def _intervals(ranked: list[Op]) -> dict[int, list[tuple[int, int]]]:
+def runs_of(ranked: list[Op]) -> dict[int, list[tuple[int, int]]]:
     """Each element's runs of consecutive ranks (from 1) whose reads have it: (start, stop)."""
     runs: dict[int, list[tuple[int, int]]] = {}
     open_: dict[int, int] = {}

@@ -1,9 +1,9 @@
 """Operation counts, latencies and rates: what the report plots, for every history.
 
 It never finds anomalies (valid is always True); it says how much the run did and how fast, which
-is what tells a reader whether a valid verdict means much. `check` works on plain operations;
-`summary` is the part the Spark feed shares (checkers/spark/stats.py), from the groups, the
-completed operations' columns and the faults.
+is what tells a reader whether a valid verdict means much. `judge` is the judgment, on the
+operations' columns and the nemesis's operations; `check` feeds it from plain operations, and
+checkers/spark/stats.py from the operations table.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from checkers.operations import faults, process_value
-from core.history import NEMESIS, Op
+from checkers.operations import Columns, faults, process_value
+from core.history import Op
 
 MAX_SERIES_POINTS = 20_000
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
@@ -47,42 +47,48 @@ class Completed:
 def check(ops: Iterable[Op]) -> dict[str, Any]:
     """Counts by workload/f/type, ok latency quantiles, duration, throughput, and plot series."""
     ops = list(ops)
-    done = [op for op in ops if op["process"] != NEMESIS and op["complete_time"] is not None]
-    completed = Completed(
-        *(np.array([op[c] for op in done], dtype=np.int64) for c in _TIMES),
-        *(np.array([op[c] for op in done], dtype=object) for c in ("f", "type", "workload")),
-        np.array([str(op["process"]) for op in done], dtype=object),
-    )
-    groups = sorted(_groups(ops).values(), key=group_order)
+    return judge(Columns.of(ops), faults(ops))
+
+
+def judge(columns: Columns, nemesis: Sequence[Op]) -> dict[str, Any]:
+    """The figures of a history from its operations' columns and the nemesis's operations."""
+    groups = sorted(_groups(columns), key=group_order)
     end = max((g["end"] for g in groups), default=None)
-    return summary(groups, completed, fault_windows(faults(ops), end))
+    done = columns.client & columns.done
+    completed = Completed(
+        *(getattr(columns, name)[done] for name in Completed.__dataclass_fields__)
+    )
+    return summary(groups, completed, fault_windows(nemesis, end))
 
 
-_TIMES = ("invoke_index", "invoke_time", "complete_time", "latency_ns")
-
-
-def _groups(ops: Sequence[Op]) -> dict[tuple[Any, ...], dict[str, Any]]:
+def _groups(c: Columns) -> list[dict[str, Any]]:
     """Per (client or nemesis, workload, f, type): count, first invocation, last completion (or
     invocation), latency quantiles (nearest rank) and maximum."""
-    latencies: dict[tuple[Any, ...], list[int]] = {}
-    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for op in ops:
-        key = (op["process"] != NEMESIS, op["workload"], op["f"], op["type"])
-        end = op["complete_time"] if op["complete_time"] is not None else op["invoke_time"]
-        g = groups.get(key)
-        if g is None:
-            client, workload, f, type_ = key
-            g = groups[key] = {"client": client, "workload": workload, "f": f, "type": type_,
-                               "count": 0, "start": op["invoke_time"], "end": end}  # fmt: skip
-            latencies[key] = []
-        g["count"] += 1
-        g["start"], g["end"] = min(g["start"], op["invoke_time"]), max(g["end"], end)
-        if op["latency_ns"] is not None:
-            latencies[key].append(op["latency_ns"])
-    for key, g in groups.items():
-        values = sorted(latencies[key])
-        nearest = [values[max(0, math.ceil(p * len(values)) - 1)] for p in QUANTILES.values()]
-        g["q"], g["max"] = (nearest, values[-1]) if values else (None, None)
+    keys = list(zip(c.client.tolist(), c.workload.tolist(), c.f.tolist(), c.type.tolist(),
+                    strict=True))  # fmt: skip
+    distinct = list(dict.fromkeys(keys))
+    number = {key: i for i, key in enumerate(distinct)}
+    codes = np.fromiter(map(number.__getitem__, keys), np.int64, len(keys))
+    ends = c.ends
+    groups = []
+    for i, (client, workload, f, type_) in enumerate(distinct):
+        mine = codes == i
+        values = np.sort(c.latency_ns[mine & c.done])
+        nearest = [int(values[max(0, math.ceil(p * len(values)) - 1)])
+                   for p in QUANTILES.values() if len(values)]  # fmt: skip
+        groups.append(
+            {
+                "client": client,
+                "workload": workload,
+                "f": f,
+                "type": type_,
+                "count": int(mine.sum()),
+                "start": int(c.invoke_time[mine].min()),
+                "end": int(ends[mine].max()),
+                "q": nearest if len(values) else None,
+                "max": int(values[-1]) if len(values) else None,
+            }
+        )
     return groups
 
 

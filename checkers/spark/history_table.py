@@ -13,13 +13,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers import reader
-from checkers.operations import op_dict
+from checkers.operations import Columns, op_dict
 from core.history import NEMESIS, OP_COLUMNS, Writes
 
 # Small row groups: set reads are large values, and readers buffer a whole row group.
@@ -61,6 +63,32 @@ def store_operations(
     shutil.rmtree(table, ignore_errors=True)
     draft.rename(table)
     return history.events, history.notes
+
+
+def columns_of(ops: DataFrame) -> Columns:
+    """The operations' columns, as checkers.operations.Columns holds them."""
+    table = ops.select(*Columns.NAMES).toArrow()
+
+    def column(name: str, empty: Any = None) -> np.ndarray:
+        data = table[name]
+        if empty is not None:
+            data = pc.fill_null(data, empty)
+        return data.to_numpy(zero_copy_only=False)
+
+    process = column("process")
+    return Columns(
+        client=process != NEMESIS,
+        process=process,
+        workload=column("workload"),
+        f=column("f"),
+        type=column("type"),
+        invoke_index=column("invoke_index").astype(np.int64),
+        invoke_time=column("invoke_time").astype(np.int64),
+        done=pc.is_valid(table["complete_time"]).to_numpy(zero_copy_only=False),
+        complete_time=column("complete_time", 0).astype(np.int64),
+        latency_ns=column("latency_ns", 0).astype(np.int64),
+        write=column("write", False).astype(bool) & (process != NEMESIS),
+    )
 
 
 def nemesis_ops(ops: DataFrame) -> list[dict[str, Any]]:
