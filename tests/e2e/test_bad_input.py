@@ -111,3 +111,27 @@ def test_power_needs_a_backend_with_the_layer(store: Path) -> None:
     args = ["run", "--nemesis", "power", "--backend", "ssh", "--node", "h1"]
     text = assert_one_sentence(harness(*args, "--store", str(store)))
     assert "the power fault needs the power layer" in text and "--backend docker" in text
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--safekeepers", "0", "--safekeepers must be at least 1, not 0"),
+        ("--computes", "0", "--computes must be at least 1, not 0"),
+        ("--synchro-timeout", "0", "--synchro-timeout must be positive"),
+        ("--bug", "ack-before-quorum,nope", "--bug names no planted bug 'nope'"),
+    ],
+)
+def test_a_kind_option_out_of_its_range_is_refused_before_anything_starts(
+    store: Path, option: str, value: str, said: str
+) -> None:
+    """Checked where the kind declares it: a count of 0 once ran three safekeepers and
+    recorded 0 in config.json."""
+    text = assert_one_sentence(harness("run", option, value, "--store", str(store)))
+    assert said in text
+    assert not store.exists()
+
+
+def test_a_port_out_of_range_is_refused() -> None:
+    text = assert_one_sentence(harness("serve", "--port", "99999"))
+    assert "--port" in text and "99999" in text
