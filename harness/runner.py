@@ -7,6 +7,7 @@ torn down (unless the user asked to keep it), and the history on disk stays anal
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import signal
 import threading
 import time
@@ -113,7 +114,9 @@ class Runner:
         self.run_dir = run_dir
         config = cfg.to_json() | {
             "workload_params": {w.name: w.checker_params() for w in self.workloads},
-            "cluster_name": f"{cfg.cluster}-{run_dir.name}".lower(),
+            # Unique on this machine: runs of two stores started in the same second (two users,
+            # or tests in parallel) must not take the same containers' names.
+            "cluster_name": f"{cfg.cluster}-{run_dir.name}-{_folder_tag(run_dir)}".lower(),
         }
         store.write_json(run_dir / store.CONFIG, config)
         store.point_latest(cfg.store, run_dir)
@@ -294,3 +297,8 @@ class Runner:
         with contextlib.suppress(KeyboardInterrupt):
             removed = kind.teardown()
             self.console.print(f"[dim]tore down {len(removed)} containers and networks[/]")
+
+
+def _folder_tag(run_dir: Path) -> str:
+    """Six hex digits of the run folder's absolute path, for names that must not collide."""
+    return hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:6]
