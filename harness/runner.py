@@ -7,6 +7,7 @@ torn down (unless the user asked to keep it), and the history on disk stays anal
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import signal
 import threading
 import time
@@ -167,7 +168,9 @@ class Runner:
         config = cfg.to_json() | {
             "cluster_options": dict(self.plan.options),
             "workload_params": {w.name: dict(w.params) for w in self.plan.workloads},
-            "cluster_name": f"{cfg.cluster}-{run_dir.name}".lower(),
+            # Unique on this machine: runs of two stores started in the same second (two users,
+            # or tests in parallel) must not take the same containers' names.
+            "cluster_name": f"{cfg.cluster}-{run_dir.name}-{_folder_tag(run_dir)}".lower(),
             "plan": self.plan.to_json(),
         }
         store.write_json(run_dir / store.CONFIG, config)
@@ -348,3 +351,8 @@ class Runner:
         with contextlib.suppress(KeyboardInterrupt):
             removed = kind.teardown()
             self.console.print(f"[dim]tore down {len(removed)} containers and networks[/]")
+
+
+def _folder_tag(run_dir: Path) -> str:
+    """Six hex digits of the run folder's absolute path, for names that must not collide."""
+    return hashlib.sha1(str(run_dir.resolve()).encode()).hexdigest()[:6]

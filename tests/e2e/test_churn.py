@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.conftest import harness
 
-pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.alone]
 
 NEW_TERMS = 20
 LAST_WRITE_WITHIN = 20.0  # seconds before the writes ended
