@@ -36,7 +36,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run_rows import anomalies, latest_run, read_rows, rows_options, table, work_through
+from run_rows import (
+    anomalies,
+    commit,
+    latest_run,
+    read_rows,
+    rows_options,
+    table,
+    work_through,
+)
 
 from systems.walkeeper.bugs import NAMES as BUGS
 
@@ -116,6 +124,7 @@ def detect(config: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "seeds": ",".join(str(r["seed"]) for r in runs),
         "minutes": round((time.monotonic() - started) / 60, 1),
         "date": time.strftime("%Y-%m-%d"),
+        "commit": commit(),
         "runs": runs,
     }
     if config == "control":
