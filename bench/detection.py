@@ -39,6 +39,7 @@ from typing import Any
 from run_rows import (
     anomalies,
     commit,
+    first_anomaly_s,
     latest_run,
     read_rows,
     rows_options,
@@ -66,21 +67,6 @@ COLUMNS = (
     ("seeds", "seeds run"),
     ("minutes", "run min"),
 )
-
-
-def first_anomaly_s(results: dict[str, Any]) -> float | None:
-    """When the earliest operation of any anomaly that makes a checker red began (or its window,
-    when it names none): a valid checker's notes (the set's `recovered`) are not anomalies."""
-    times = []
-    for checker in (results.get("checkers") or {}).values():
-        if checker.get("valid") is not False:
-            continue
-        for anomaly in checker.get("anomalies") or []:
-            ops = [op for op in anomaly.get("ops") or [] if isinstance(op, dict)]
-            times += [op["invoke_time"] for op in ops if op.get("invoke_time") is not None]
-            if not ops and anomaly.get("window_ns"):
-                times.append(anomaly["window_ns"][0])
-    return round(min(times) / 1e9, 1) if times else None
 
 
 def run_once(config: str, mode: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:

@@ -25,13 +25,14 @@ def run_row(
     name: str,
     keys: dict[str, Any],
     read_run: Callable[[Path], dict[str, Any]],
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Run one `harness run` command (`--store store --name name` added) and make its row:
-    `keys`, exit code, minutes and date, then what `read_run` reads of the run folder (or the
-    command's last words when it left no checked run)."""
+    """Run one `harness run` command (`--store store --name name` added; in `env` if given) and
+    make its row: `keys`, exit code, minutes, date and commit, then what `read_run` reads of the
+    run folder (or the command's last words when it left no checked run)."""
     started = time.monotonic()
     done = subprocess.run([*cmd, "--store", str(store), "--name", name],
-                          capture_output=True, text=True)  # fmt: skip
+                          capture_output=True, text=True, env=env)  # fmt: skip
     row = keys | {
         "exit": done.returncode,
         "minutes": round((time.monotonic() - started) / 60, 1),
@@ -84,6 +85,21 @@ def anomalies(results: dict[str, Any]) -> list[str]:
         if checker.get("valid") is False
         for kind in checker.get("anomaly_types") or []
     ]
+
+
+def first_anomaly_s(results: dict[str, Any]) -> float | None:
+    """When the earliest operation of any anomaly that makes a checker red began (or its window,
+    when it names none): a valid checker's notes (the set's `recovered`) are not anomalies."""
+    times = []
+    for checker in (results.get("checkers") or {}).values():
+        if checker.get("valid") is not False:
+            continue
+        for anomaly in checker.get("anomalies") or []:
+            ops = [op for op in anomaly.get("ops") or [] if isinstance(op, dict)]
+            times += [op["invoke_time"] for op in ops if op.get("invoke_time") is not None]
+            if not ops and anomaly.get("window_ns"):
+                times.append(anomaly["window_ns"][0])
+    return round(min(times) / 1e9, 1) if times else None
 
 
 def commit() -> str:

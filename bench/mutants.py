@@ -1,0 +1,328 @@
+"""The mutation score: of the small changes a regression could make to the reference daemons'
+safety code, how many does a user's run catch? The planted bugs (`--bug`) are caught because the
+checks were built around them; mutants are bugs nobody showed the harness.
+
+Mutants are made by Cosmic Ray's operators (comparison, arithmetic, boolean and number
+replacements, `not` added, loops run zero times, exceptions swapped, break and continue swapped),
+one operator at one place in one of the files that decide safety (SAFETY below), with Cosmic Ray
+as a library: it turns (file, operator, occurrence) into the mutated source, which is all this
+needs. (mutmut would do too, but its mutants are all compiled into the code behind a switch read at
+run time, which the daemons copied onto the nodes would have to carry.)
+
+Each mutant of a seeded sample is run the way users run the cluster, one cluster at a time:
+
+    harness run --nemesis all --time 120 --seed S [the file's options]
+
+from a copy of `systems/` holding the mutated file (the harness copies the daemons onto the nodes
+from there), seed after seed until a run is red: the mutant is then caught, by the checkers and
+anomaly types that run names. A mutant no run catches is run against `tests/protocol` as well, so
+that its row says whether any test notices it; survivors that change no behaviour (equivalent
+mutants) are set apart by reading them, in mutants_equivalent.json beside this script (key →
+why), and the score leaves them out. A mutant whose runs all fail to start the cluster is counted
+as caught (no one ships it) but said apart.
+
+Rows are appended to `--rows` as each mutant ends, so hours of runs can be read while they go and
+resumed (mutants already there are skipped); `--table` prints the score with its 95 % interval
+and a row per mutant, `--list` the sampled mutants and their changes without running them.
+
+    nohup .venv/bin/python bench/mutants.py [--sample 40] [--sample-seed 1] [--seeds 0,1]
+        [--time 120] [--nemesis all] [--files walkeeper/acceptor.py,…] > mutants.log 2>&1 &
+    .venv/bin/python bench/mutants.py --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import cosmic_ray.plugins
+from cosmic_ray.ast import ast_nodes, get_ast
+from cosmic_ray.mutating import mutate_code
+from run_rows import anomalies, first_anomaly_s, read_rows, rows_options, run_row, work_through
+
+import systems
+
+HERE = Path(__file__).resolve().parent
+HARNESS = Path(sys.executable).parent / "harness"
+PYTEST = Path(sys.executable).parent / "pytest"
+EQUIVALENT = HERE / "mutants_equivalent.json"
+# The files that decide safety (under systems/), and the `harness run` options that put each to
+# work: the limbo runs only under the confirm/rollback contract, the Manatee state on its own kind.
+SAFETY: dict[str, tuple[str, ...]] = {
+    "walkeeper/acceptor.py": (),
+    "walkeeper/proposer.py": (),
+    "walkeeper/termhistory.py": (),
+    "walkeeper/storage.py": (),
+    "walkeeper/compute.py": (),
+    "walkeeper/limbo.py": ("--mode", "confirm-rollback"),
+    "manatee/state.py": ("--cluster", "manatee"),
+}
+# Cosmic Ray's operators, as a regression would change a line: a comparison off by one or turned
+# around, + and - or * and / swapped, a boolean or `not` flipped, a number one off, a loop run
+# zero times, an exception handler that no longer catches, break and continue swapped. Left out:
+# its other operator swaps (`+` to `<<`, `<` to `is`: a dozen per operator, which would fill any
+# sample with code no one would write), string replacement (log lines and messages), and
+# decorator removal (@dataclass dropped: the daemon fails to start, which says nothing).
+OPERATORS = (
+    "core/AddNot",
+    "core/ExceptionReplacer",
+    "core/NumberReplacer",
+    "core/ReplaceAndWithOr",
+    "core/ReplaceOrWithAnd",
+    "core/ReplaceTrueWithFalse",
+    "core/ReplaceFalseWithTrue",
+    "core/ReplaceBreakWithContinue",
+    "core/ReplaceContinueWithBreak",
+    "core/ZeroIterationForLoop",
+    "core/ReplaceUnaryOperator_Delete_Not",
+    "core/ReplaceUnaryOperator_USub_UAdd",
+    *(f"core/ReplaceBinaryOperator_{a}_{b}" for a, b in (
+        ("Add", "Sub"), ("Sub", "Add"), ("Mul", "FloorDiv"), ("FloorDiv", "Mul"), ("Div", "Mul"),
+        ("Mod", "FloorDiv"),
+    )),
+    *(f"core/ReplaceComparisonOperator_{a}_{b}" for a, b in (
+        ("Lt", "LtE"), ("LtE", "Lt"), ("Gt", "GtE"), ("GtE", "Gt"), ("Lt", "Gt"), ("Gt", "Lt"),
+        ("LtE", "GtE"), ("GtE", "LtE"), ("Eq", "NotEq"), ("NotEq", "Eq"), ("Is", "IsNot"),
+        ("IsNot", "Is"),
+    )),
+)  # fmt: skip
+COLUMNS = (
+    ("file", "file"),
+    ("line", "line"),
+    ("operator", "operator"),
+    ("change", "change"),
+    ("caught", "caught"),
+    ("by", "by"),
+    ("first_anomaly_s", "first anomalous op s"),
+    ("protocol_tests", "tests/protocol"),
+)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One operator applied at one place of one file (its `occurrence`: Cosmic Ray counts the
+    places an operator can apply in a file in the order it walks the tree)."""
+
+    file: str  # under systems/
+    operator: str
+    occurrence: int
+    line: int
+    source: str  # digest of the unmutated file: a mutant's key lapses when the file changes
+
+    @property
+    def key(self) -> str:
+        return f"{self.file}@{self.source}:{self.operator}:{self.occurrence}"
+
+    def mutated(self) -> str:
+        code = (systems.ROOT / self.file).read_text()
+        operator = cosmic_ray.plugins.get_operator(self.operator)()
+        changed = mutate_code(code, operator, self.occurrence)
+        if changed is None:
+            raise ValueError(f"{self.key} applies nowhere in {self.file}")
+        return changed
+
+    def change(self) -> str:
+        """The lines the mutant changes, as "before → after"."""
+        before = (systems.ROOT / self.file).read_text().splitlines()
+        after = self.mutated().splitlines()
+        old, new = [], []
+        for line in difflib.ndiff(before, after):
+            if line.startswith("- "):
+                old.append(line[2:].strip())
+            elif line.startswith("+ "):
+                new.append(line[2:].strip())
+        return f"{' / '.join(old) or '(none)'} → {' / '.join(new) or '(none)'}"
+
+
+def operators() -> list[str]:
+    known = set(cosmic_ray.plugins.operator_names())
+    missing = [name for name in OPERATORS if name not in known]
+    if missing:
+        raise SystemExit(f"Cosmic Ray has no operator {', '.join(missing)}: is it 8.7?")
+    return list(OPERATORS)
+
+
+def mutants_of(file: str, names: list[str]) -> list[Mutant]:
+    """Every mutant of one file under systems/, operator by operator."""
+    code = (systems.ROOT / file).read_text()
+    source = hashlib.sha1(code.encode()).hexdigest()[:10]
+    tree = get_ast(code)
+    found = []
+    for name in names:
+        operator = cosmic_ray.plugins.get_operator(name)()
+        places = [
+            start for node in ast_nodes(tree) for start, _ in operator.mutation_positions(node)
+        ]
+        found += [Mutant(file, name, i, line, source) for i, (line, _) in enumerate(places)]
+    return found
+
+
+def sample(mutants: list[Mutant], size: int, seed: int) -> list[Mutant]:
+    """A seeded sample: the first `size` of a seeded shuffle, so that a larger sample of the same
+    seed holds the smaller one (its rows are kept)."""
+    order = sorted(mutants, key=lambda m: m.key)
+    random.Random(seed).shuffle(order)
+    return order[:size]
+
+
+def wilson(caught: int, total: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion: honest for small samples and for
+    proportions near 0 or 1, where the normal approximation is not."""
+    if total == 0:
+        return 0.0, 1.0
+    p = caught / total
+    centre = (p + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total)) / (1 + z * z / total)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def tree_with(mutant: Mutant, work: Path) -> Path:
+    """A copy of systems/ with the mutated file, under `work`; the folder to put on PYTHONPATH."""
+    root = work / "tree"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(systems.ROOT, root / "systems", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "systems" / mutant.file).write_text(mutant.mutated())
+    env = env_with(root)
+    probe = subprocess.run(
+        [sys.executable, "-P", "-c", "import systems; print(systems.ROOT)"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if Path(probe) != root / "systems":
+        raise RuntimeError(f"the harness would deploy {probe}, not the mutated copy")
+    return root
+
+
+def env_with(root: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root)}
+
+
+def read_run(run: Path) -> dict[str, Any]:
+    results = json.loads((run / "results.json").read_text())
+    return {
+        "verdict": results.get("verdict"),
+        "anomalies": anomalies(results),
+        "first_anomaly_s": first_anomaly_s(results),
+    }
+
+
+def protocol_tests(root: Path) -> str:
+    """Whether tests/protocol, run against the mutated copy, fails: the pytest script, not
+    `python -m pytest`, which would put this checkout's systems/ first on the path."""
+    done = subprocess.run(
+        [str(PYTEST), "-q", "-x", "-p", "no:cacheprovider", "--import-mode=append",
+         str(HERE.parent / "tests" / "protocol")],
+        env=env_with(root), cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    return "pass" if done.returncode == 0 else "fail"
+
+
+def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
+    """The mutant's runs, seed after seed until one is red; then its row."""
+    row: dict[str, Any] = asdict(mutant) | {"key": mutant.key, "change": mutant.change()}
+    options = [*SAFETY[mutant.file], *args.options.split()]
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="harness-mutant-") as work:
+        root = tree_with(mutant, Path(work))
+        for seed in args.seeds:
+            cmd = [str(HARNESS), "run", "--nemesis", args.nemesis, "--time", str(args.time),
+                   "--seed", str(seed), *options]  # fmt: skip
+            name = f"mutant-{mutant.source}-{mutant.occurrence}-{mutant.operator.split('/')[-1]}"
+            run = run_row(cmd, args.store, f"{name}-s{seed}", {"seed": seed}, read_run,
+                          env=env_with(root))  # fmt: skip
+            runs.append(run)
+            if run.get("verdict") == "invalid":
+                break
+        red = [r for r in runs if r.get("verdict") == "invalid"]
+        if red:
+            row |= {
+                "caught": f"run {len(runs)}",
+                "by": "; ".join(red[0]["anomalies"]),
+                "first_anomaly_s": red[0]["first_anomaly_s"],
+            }
+        elif all(r.get("verdict") == "error" for r in runs):
+            row |= {"caught": "cluster failed", "by": runs[-1].get("anomalies", "")[-200:]}
+        else:
+            row |= {"caught": "survived", "protocol_tests": protocol_tests(root)}
+    return row | {"runs": runs, "date": runs[-1]["date"], "commit": runs[-1]["commit"]}
+
+
+def score(rows: list[dict[str, Any]], equivalent: dict[str, str]) -> str:
+    """The score line: caught of the mutants not set apart as equivalent, with its interval."""
+    counted = [r for r in rows if r["key"] not in equivalent]
+    caught = [r for r in counted if r["caught"] != "survived"]
+    failed = sum(r["caught"] == "cluster failed" for r in counted)
+    low, high = wilson(len(caught), len(counted))
+    share = len(caught) / len(counted) if counted else 0.0
+    return (
+        f"caught {len(caught)} of {len(counted)} mutants: {share * 100:.0f} % (95 % interval "
+        f"{low * 100:.0f}–{high * 100:.0f} %); {failed} of them by a cluster that did not start; "
+        f"{len(rows) - len(counted)} set apart as equivalent"
+    )
+
+
+def table(rows: list[dict[str, Any]], equivalent: dict[str, str]) -> str:
+    from run_rows import table as markdown
+
+    shown = [
+        r | {"caught": "equivalent: " + equivalent[r["key"]]} if r["key"] in equivalent else r
+        for r in rows
+    ]
+    return score(rows, equivalent) + "\n\n" + markdown(COLUMNS, shown)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sample", type=int, default=40, help="mutants in the sample")
+    parser.add_argument("--sample-seed", type=int, default=1, help="the sample's seed")
+    parser.add_argument("--files", default=",".join(SAFETY), help="files under systems/")
+    parser.add_argument("--seeds", default="0,1", help="the run seeds to try, in order")
+    parser.add_argument("--time", type=float, default=120.0, help="seconds of each run")
+    parser.add_argument("--nemesis", default="all")
+    parser.add_argument("--options", default="", help="more `harness run` options for each run")
+    parser.add_argument("--list", action="store_true", help="print the sample, run nothing")
+    rows_options(parser, "mutants")
+    args = parser.parse_args()
+    equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    if args.table:
+        print(table(read_rows(args.rows), equivalent))
+        return 0
+    files = args.files.split(",")
+    unknown = sorted(set(files) - set(SAFETY))
+    if unknown:
+        parser.error(f"no safety file {', '.join(unknown)}; there are {', '.join(SAFETY)}")
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    names = operators()
+    chosen = sample([m for f in files for m in mutants_of(f, names)], args.sample, args.sample_seed)
+    if args.list:
+        for m in chosen:
+            print(f"{m.file}:{m.line} {m.operator}#{m.occurrence}: {m.change()}")
+        return 0
+    by_key = {m.key: m for m in chosen}
+    started = time.monotonic()
+    work_through(
+        args.rows,
+        [(m.key,) for m in chosen],
+        lambda row: (row["key"],),
+        lambda key: try_mutant(by_key[key], args),
+        lambda row: f"{row['caught']} {row.get('by', '')} ({row['change']})",
+    )
+    print(f"\n{(time.monotonic() - started) / 3600:.1f} h\n")
+    print(table([r for r in read_rows(args.rows) if r["key"] in by_key], equivalent))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

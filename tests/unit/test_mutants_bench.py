@@ -1,0 +1,112 @@
+"""bench/mutants.py: the mutants it makes are real one-place changes, its sample is stable, its
+interval is the Wilson interval, and the copy it runs from is the one a run deploys and the
+protocol tests import."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+import systems
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from mutants import (
+    SAFETY,
+    Mutant,
+    mutants_of,
+    operators,
+    protocol_tests,
+    sample,
+    score,
+    tree_with,
+    wilson,
+)
+
+TERMHISTORY = "walkeeper/termhistory.py"
+
+
+def test_every_safety_file_has_mutants_that_each_change_one_place() -> None:
+    names = operators()
+    for file in SAFETY:
+        found = mutants_of(file, names)
+        assert found, file
+    original = (systems.ROOT / TERMHISTORY).read_text()
+    for mutant in mutants_of(TERMHISTORY, names):
+        changed = mutant.mutated()
+        assert changed != original
+        ast.parse(changed)  # still Python
+        differing = [
+            i + 1
+            for i, (a, b) in enumerate(
+                zip(original.splitlines(), changed.splitlines(), strict=True)
+            )
+            if a != b
+        ]
+        assert differing and differing[0] == mutant.line, mutant.key
+        assert "→" in mutant.change()
+
+
+def test_the_quorum_mutant_reads_as_its_change() -> None:
+    found = [
+        m
+        for m in mutants_of(TERMHISTORY, operators())
+        if "quorum = total // 2 + 1"
+        in (systems.ROOT / TERMHISTORY).read_text().splitlines()[m.line - 1]
+        and m.operator.endswith("ReplaceBinaryOperator_Add_Sub")
+    ]
+    assert len(found) == 1
+    assert found[0].change() == "quorum = total // 2 + 1 → quorum = total // 2 - 1"
+
+
+def test_a_sample_is_seeded_and_a_larger_one_holds_the_smaller() -> None:
+    mutants = mutants_of(TERMHISTORY, operators())
+    assert sample(mutants, 5, 1) == sample(list(reversed(mutants)), 5, 1)
+    assert sample(mutants, 8, 1)[:5] == sample(mutants, 5, 1)
+    assert sample(mutants, 5, 1) != sample(mutants, 5, 2)
+
+
+def test_wilson_interval() -> None:
+    low, high = wilson(8, 10)
+    assert (round(low, 3), round(high, 3)) == (0.490, 0.943)
+    low, high = wilson(0, 10)
+    assert low == 0.0 and round(high, 3) == 0.278
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_score_leaves_out_the_equivalent_and_counts_a_cluster_that_failed() -> None:
+    rows = [
+        {"key": "a", "caught": "run 1"},
+        {"key": "b", "caught": "survived"},
+        {"key": "c", "caught": "cluster failed"},
+        {"key": "d", "caught": "survived"},
+    ]
+    line = score(rows, {"d": "changes a log line only"})
+    assert line.startswith("caught 2 of 3 mutants: 67 %")
+    assert "1 of them by a cluster that did not start" in line
+    assert line.endswith("1 set apart as equivalent")
+
+
+@pytest.fixture
+def quorum_mutant() -> Mutant:
+    (found,) = [
+        m
+        for m in mutants_of(TERMHISTORY, operators())
+        if m.change() == "quorum = total // 2 + 1 → quorum = total // 2 - 1"
+    ]
+    return found
+
+
+def test_the_copy_is_what_a_run_deploys_and_the_protocol_tests_catch_its_mutant(
+    quorum_mutant: Mutant, tmp_path: Path
+) -> None:
+    """tree_with probes that the harness would import the copy; the protocol tests, run against
+    it, fail on a quorum of one less than a majority (and pass on the unmutated code, run the
+    same way with the same copy made of an operator that applies nowhere)."""
+    root = tree_with(quorum_mutant, tmp_path)
+    assert "total // 2 - 1" in (root / "systems" / TERMHISTORY).read_text()
+    assert protocol_tests(root) == "fail"
+    (root / "systems" / TERMHISTORY).write_text((systems.ROOT / TERMHISTORY).read_text())
+    assert protocol_tests(root) == "pass"
