@@ -21,9 +21,10 @@ mutants) are set apart by reading them, in mutants_equivalent.json beside this s
 why), and the score leaves them out. A mutant whose runs all fail to start the cluster is counted
 as caught (no one ships it) but said apart.
 
-Rows are appended to `--rows` as each mutant ends, so hours of runs can be read while they go and
-resumed (mutants already there are skipped); `--table` prints the score with its 95 % interval
-and a row per mutant, `--list` the sampled mutants and their changes without running them.
+Rows are appended to `--rows` (mutants_rows.jsonl beside this script) as each mutant ends, so
+that hours of runs can be read while they go and resumed over several sittings (mutants already
+there are skipped); `--table` prints the score with its 95 % interval and a row per mutant,
+`--list` the sampled mutants and their changes without running them.
 
     nohup .venv/bin/python bench/mutants.py [--sample 40] [--sample-seed 1] [--seeds 0,1]
         [--time 120] [--nemesis all] [--files walkeeper/acceptor.py,…] > mutants.log 2>&1 &
@@ -59,6 +60,9 @@ HERE = Path(__file__).resolve().parent
 HARNESS = Path(sys.executable).parent / "harness"
 PYTEST = Path(sys.executable).parent / "pytest"
 EQUIVALENT = HERE / "mutants_equivalent.json"
+# A score takes hours, run over several sittings: its rows are kept with the project, beside the
+# mutants set apart as equivalent, rather than in results/ with the run folders.
+ROWS = HERE / "mutants_rows.jsonl"
 # The files that decide safety (under systems/), and the `harness run` options that put each to
 # work: the limbo runs only under the confirm/rollback contract, the Manatee state on its own kind.
 SAFETY: dict[str, tuple[str, ...]] = {
@@ -293,7 +297,7 @@ def main() -> int:
     parser.add_argument("--nemesis", default="all")
     parser.add_argument("--options", default="", help="more `harness run` options for each run")
     parser.add_argument("--list", action="store_true", help="print the sample, run nothing")
-    rows_options(parser, "mutants")
+    rows_options(parser, "mutants", ROWS)
     args = parser.parse_args()
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     if args.table:

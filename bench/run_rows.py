@@ -125,10 +125,10 @@ def table(columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> s
     return "\n".join(lines)
 
 
-def rows_options(parser: argparse.ArgumentParser, folder: str) -> None:
+def rows_options(parser: argparse.ArgumentParser, folder: str, rows: Path | None = None) -> None:
     """`--store`, `--rows` and `--table`, as every benchmark that keeps rows has them: under
-    results/<folder> unless told."""
+    results/<folder> unless told (`rows`: the rows file elsewhere by default)."""
     results = Path(__file__).resolve().parent.parent / "results" / folder
     parser.add_argument("--store", type=Path, default=results)
-    parser.add_argument("--rows", type=Path, default=results / "rows.jsonl")
+    parser.add_argument("--rows", type=Path, default=rows or results / "rows.jsonl")
     parser.add_argument("--table", action="store_true", help="print the rows file as a table")
