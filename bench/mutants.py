@@ -210,7 +210,10 @@ def tree_with(mutant: Mutant, work: Path) -> Path:
 
 
 def env_with(root: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(root)}
+    """This environment with the mutated copy first on the path (a PYTHONPATH already set, as
+    for a score of another checkout of the harness, stays behind it)."""
+    path = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def read_run(run: Path) -> dict[str, Any]:
