@@ -12,6 +12,10 @@ The rules:
   committed before that term was won: the new term's log lacks committed WAL (seed 003; Raft's
   leader completeness); and `two-leaders-in-term`: two safekeepers' term histories give one term
   different starts (one proposer per term).
+- `HistoriesAgree`, `histories-disagree`: two safekeepers' term histories, each cut at the
+  lowest of both commit and flush positions, name different terms as the writers of the log
+  there (a term with no record left out): below what both hold and were told is committed, the
+  logs are one, and so is the account of who wrote them.
 - `TermsForward`, `term-backwards`: a safekeeper's term went down between two polls (a term is
   durable before its vote is given).
 - `CommitHeld`, `commit-beyond-quorum`: a safekeeper reported a commit LSN that, at the next
@@ -233,6 +237,54 @@ class TermsForward(Rule):
                     }
                 )
             self.terms[n] = (term, t)
+
+
+class HistoriesAgree(Rule):
+    name = "histories-agree"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.told: set[tuple[str, str]] = set()  # each pair of safekeepers reported once
+
+    def observe(self, r: Round) -> None:
+        keepers = sorted((n, s) for n, s in _of(r.nodes, SafekeeperPoll).items() if s.history)
+        for i, (a, sa) in enumerate(keepers):
+            for b, sb in keepers[i + 1 :]:
+                cut = min(sa.commit_lsn or 0, sb.commit_lsn or 0, sa.flush_lsn or 0,
+                          sb.flush_lsn or 0)  # fmt: skip
+                ours, theirs = _written(sa.history or [], cut), _written(sb.history or [], cut)
+                if ours == theirs or (a, b) in self.told:
+                    continue
+                self.told.add((a, b))
+                at = next(k for k in range(len(ours) + 1) if ours[k : k + 1] != theirs[k : k + 1])
+                self.found.append(
+                    {
+                        "type": "histories-disagree",
+                        "window_ns": [r.begun or r.time, r.time],
+                        "nodes": [a, b],
+                        "explanation": (
+                            f"at {r.time / NS_PER_S:.1f} s {a}'s term history says "
+                            f"{_entry(ours, at)} and {b}'s says {_entry(theirs, at)}, below "
+                            f"{lsn_text(cut)}, which both held and both had been told was "
+                            "committed: the committed log is not one"
+                        ),
+                    }
+                )
+
+
+def _written(history: list[list[int]], end: int) -> list[tuple[int, int]]:
+    """The terms that wrote the log below `end`, each with its start: a term with no record
+    (the next term starts where it does) wrote nothing, whichever history keeps it."""
+    below = [(term, start) for term, start in history if start < end]
+    ends = [start for _, start in below[1:]] + [end] if below else []
+    return [e for e, until in zip(below, ends, strict=True) if until > e[1]]
+
+
+def _entry(written: list[tuple[int, int]], at: int) -> str:
+    if at >= len(written):
+        return "no further term"
+    term, start = written[at]
+    return f"term {term} wrote from {lsn_text(start)}"
 
 
 class _Keepers(Rule):

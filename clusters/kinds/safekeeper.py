@@ -21,6 +21,7 @@ import systems
 from checkers.cluster_state import (
     AcknowledgedOnQuorum,
     CommitHeld,
+    HistoriesAgree,
     LogDivergence,
     OneServing,
     QuietElections,
@@ -122,6 +123,7 @@ class SafekeeperCluster(ClusterKind):
     state_rules = (
         OneServing,
         TermStarts,
+        HistoriesAgree,
         TermsForward,
         CommitHeld,
         AcknowledgedOnQuorum,

@@ -142,8 +142,10 @@ def test_a_term_started_below_committed_wal_is_found() -> None:
         },
     ]
     result = analyse(rounds)
-    assert result["anomaly_types"] == ["term-below-commit"]
-    assert result["anomalies"][0]["explanation"].startswith(
+    # n4 and n3 both hold 0/5046000 committed, and say different terms wrote 0/50455F0 onward
+    assert result["anomaly_types"] == ["histories-disagree", "term-below-commit"]
+    below = next(a for a in result["anomalies"] if a["type"] == "term-below-commit")
+    assert below["explanation"].startswith(
         "term 4 starts at 0/50455F0 (n3's term history at 62.0 s), below 0/5046C00, which n4 "
         "reported committed at 60.0 s"
     )
@@ -234,6 +236,53 @@ def test_two_starts_of_one_term_are_two_leaders() -> None:
     assert (
         "term 5 starts at 0/3000000 in n3's term history" in result["anomalies"][0]["explanation"]
     )
+
+
+def test_histories_that_name_other_writers_below_what_both_hold_committed_disagree() -> None:
+    rounds = [
+        {
+            "time": 7 * S,
+            "nodes": {
+                "n3": safekeeper(2, [[1, 0x1000000], [2, 0x2000000]], 0x2400000),
+                "n4": safekeeper(3, [[1, 0x1000000], [3, 0x2000000]], 0x2300000, 0x2500000),
+                "n5": safekeeper(3, [[1, 0x1000000], [3, 0x2000000]], 0x2300000),
+            },
+        },
+        {
+            "time": 8 * S,
+            "nodes": {
+                "n3": safekeeper(2, [[1, 0x1000000], [2, 0x2000000]], 0x2400000),
+                "n4": safekeeper(3, [[1, 0x1000000], [3, 0x2000000]], 0x2300000),
+            },
+        },
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["histories-disagree"]
+    assert [a["nodes"] for a in result["anomalies"]] == [["n3", "n4"], ["n3", "n5"]]  # once each
+    assert result["anomalies"][0]["explanation"] == (
+        "at 7.0 s n3's term history says term 2 wrote from 0/2000000 and n4's says term 3 wrote "
+        "from 0/2000000, below 0/2300000, which both held and both had been told was committed: "
+        "the committed log is not one"
+    )
+
+
+def test_histories_agree_past_empty_terms_and_may_differ_above_what_both_hold() -> None:
+    h = [[1, 0x1000000], [4, 0x2000000]]
+    rounds = [
+        {
+            "time": 1 * S,
+            "nodes": {
+                # term 3 was won at 0/2000000 and wrote nothing before term 4: n3 keeps it
+                "n3": safekeeper(4, [[1, 0x1000000], [3, 0x2000000], *h[1:]], 0x2100000),
+                "n4": safekeeper(4, h, 0x2100000),
+                # a lagging safekeeper: its own tail of term 2 lies above its commit position
+                "n5": safekeeper(2, [[1, 0x1000000], [2, 0x1F00000]], 0x1F00000, 0x2080000),
+            },
+        },
+        # n5 is caught up: its tail is cut and term 4's records written
+        {"time": 2 * S, "nodes": {"n5": safekeeper(4, h, 0x2100000)}},
+    ]
+    assert analyse(rounds)["valid"] is True
 
 
 def test_a_term_that_goes_down_was_not_durable() -> None:
