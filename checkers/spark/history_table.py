@@ -7,7 +7,6 @@ Values stay JSON text in the table (Parquet-friendly; each checker parses the sh
 
 from __future__ import annotations
 
-import functools
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
@@ -66,10 +65,8 @@ def store_operations(
     return history.events, history.notes
 
 
-@functools.lru_cache(maxsize=1)
 def columns_of(ops: DataFrame) -> Columns:
-    """The operations' columns, as checkers.operations.Columns holds them: read once per table,
-    as the stats and availability checkers both judge them (their arrays are not written to)."""
+    """The operations' columns, as checkers.operations.Columns holds them."""
     table = ops.select(*Columns.NAMES).toArrow()
 
     def column(name: str, empty: Any = None) -> np.ndarray:
