@@ -53,6 +53,7 @@ import cosmic_ray.plugins
 from cosmic_ray.ast import ast_nodes, get_ast
 from cosmic_ray.mutating import mutate_code
 from run_rows import anomalies, first_anomaly_s, read_rows, rows_options, run_row, work_through
+from run_rows import table as markdown
 
 import systems
 
@@ -281,8 +282,6 @@ def score(rows: list[dict[str, Any]], equivalent: dict[str, str]) -> str:
 
 
 def table(rows: list[dict[str, Any]], equivalent: dict[str, str]) -> str:
-    from run_rows import table as markdown
-
     shown = [
         r | {"caught": "equivalent: " + equivalent[r["key"]]} if r["key"] in equivalent else r
         for r in rows
