@@ -8,8 +8,13 @@ command, one cluster at a time:
     harness run --workload bank,append,set --nemesis all --time 120 --seed S [--bug B | --variant V]
 
 stopping at the first red run (`--every-seed`: every seed, to count how often a run catches
-it). `--options` adds `harness run` options to every run. Seed 003's hole in the epoch variant,
-which `all` does not reach, with the package that places its history and its control:
+it). `--options` adds `harness run` options to every run; `--require-moment NAME[=COUNT]` says in
+a row which valid runs did not reach a moment of the protocol (a run that never reached it is no
+evidence about the code it exercises); every row counts the moments its runs reached.
+
+Seed 003's hole in the epoch variant, which `all` reaches only now and then (the aimed package
+draws its history as one scenario among the others), with the package that places it alone and
+its control:
 
     .venv/bin/python bench/detection.py --nemesis partition-seed003 --workload append,set
         --time 150 --modes durable --only control,"variant epoch" --every-seed
@@ -41,12 +46,16 @@ from run_rows import (
     commit,
     first_anomaly_s,
     latest_run,
+    moments_reached,
+    moments_text,
     read_rows,
     rows_options,
     table,
     work_through,
 )
 
+from core.errors import BadInput
+from harness.gate import parse_required
 from systems.walkeeper.bugs import NAMES as BUGS
 
 HARNESS = Path(sys.executable).parent / "harness"
@@ -64,6 +73,7 @@ COLUMNS = (
     ("caught", "caught"),
     ("anomalies", "anomalies named"),
     ("first_anomaly_s", "first anomalous op s"),
+    ("moments", "moments reached"),
     ("seeds", "seeds run"),
     ("minutes", "run min"),
 )
@@ -88,6 +98,7 @@ def run_once(config: str, mode: str, seed: int, args: argparse.Namespace) -> dic
         "verdict": results.get("verdict"),
         "anomalies": anomalies(results),
         "first_anomaly_s": first_anomaly_s(results),
+        "moments": moments_reached(results),
         "run": str(run),
     }
 
@@ -122,6 +133,21 @@ def detect(config: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     if red:
         row["anomalies"] = "; ".join(sorted({a for r in red for a in r["anomalies"]}))
         row["first_anomaly_s"] = red[0]["first_anomaly_s"]
+    reached: dict[str, int] = {}
+    for r in runs:
+        for name, n in (r.get("moments") or {}).items():
+            reached[name] = reached.get(name, 0) + n
+    row["moments"] = moments_text(reached)
+    # a valid run that never reached a required moment proves nothing about it
+    short = [
+        f"seed {r['seed']}: {name}"
+        for r in runs
+        if r.get("verdict") == "valid"
+        for name, least in args.require_moment.items()
+        if (r.get("moments") or {}).get(name, 0) < least
+    ]
+    if short:
+        row["caught"] += f" (not reached: {', '.join(short)})"
     errors = [r for r in runs if r.get("verdict") is None]
     if errors:
         row["caught"] += f" ({len(errors)} runs failed: {errors[0].get('error')})"
@@ -142,8 +168,20 @@ def main() -> int:
     parser.add_argument(
         "--only", default=",".join(CONFIGS), help=f"configurations: {', '.join(CONFIGS)}"
     )
+    parser.add_argument(
+        "--require-moment",
+        action="append",
+        default=[],
+        metavar="NAME[=COUNT]",
+        help="a moment each valid run must reach (as `harness gate --require-moment`): a row "
+        "says which runs did not",
+    )
     rows_options(parser, "detection")
     args = parser.parse_args()
+    try:
+        args.require_moment = parse_required(args.require_moment)
+    except BadInput as e:
+        parser.error(str(e))
     if args.table:
         print(table(COLUMNS, read_rows(args.rows)))
         return 0

@@ -52,7 +52,15 @@ from typing import Any
 import cosmic_ray.plugins
 from cosmic_ray.ast import ast_nodes, get_ast
 from cosmic_ray.mutating import mutate_code
-from run_rows import anomalies, first_anomaly_s, read_rows, rows_options, run_row, work_through
+from run_rows import (
+    anomalies,
+    first_anomaly_s,
+    moments_reached,
+    read_rows,
+    rows_options,
+    run_row,
+    work_through,
+)
 from run_rows import table as markdown
 
 import systems
@@ -223,6 +231,7 @@ def read_run(run: Path) -> dict[str, Any]:
         "verdict": results.get("verdict"),
         "anomalies": anomalies(results),
         "first_anomaly_s": first_anomaly_s(results),
+        "moments": moments_reached(results),
     }
 
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from checkers.moments import times_reached
+
 
 def latest_run(test_dir: Path) -> Path | None:
     runs = sorted(p for p in test_dir.glob("*") if p.is_dir()) if test_dir.is_dir() else []
@@ -85,6 +87,17 @@ def anomalies(results: dict[str, Any]) -> list[str]:
         if checker.get("valid") is False
         for kind in checker.get("anomaly_types") or []
     ]
+
+
+def moments_reached(results: dict[str, Any]) -> dict[str, int]:
+    """How often the run reached each of its kind's moments (the report's Moments table)."""
+    checker = (results.get("checkers") or {}).get("cluster-state") or {}
+    return {row["moment"]: times_reached(row) for row in checker.get("moments") or []}
+
+
+def moments_text(counts: dict[str, int]) -> str:
+    """Moment counts as a table's cell: "term-won 3, catch-up 0"."""
+    return ", ".join(f"{name} {n}" for name, n in counts.items())
 
 
 def first_anomaly_s(results: dict[str, Any]) -> float | None:

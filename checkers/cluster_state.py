@@ -16,6 +16,10 @@ The rules:
   lowest of both commit and flush positions, name different terms as the writers of the log
   there (a term with no record left out): below what both hold and were told is committed, the
   logs are one, and so is the account of who wrote them.
+- `OneProposerPerTerm`, `two-proposers-in-term`: two safekeepers that each hold a term's
+  election (its entry in their term history, or the epoch announced) name different proposers
+  as the one they voted for in it. Votes alone may split; the election message is taken only
+  from the proposer voted for, so those that hold it name the term's one leader.
 - `TermsForward`, `term-backwards`: a safekeeper's term went down between two polls (a term is
   durable before its vote is given).
 - `CommitHeld`, `commit-beyond-quorum`: a safekeeper reported a commit LSN that, at the next
@@ -63,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from checkers import moments as moments_
 from checkers.operations import end_of, faults
 from checkers.stats import fault_windows
 from core.history import NEMESIS, Op
@@ -270,6 +275,42 @@ class HistoriesAgree(Rule):
                         ),
                     }
                 )
+
+
+class OneProposerPerTerm(Rule):
+    name = "one-proposer-per-term"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.leaders: dict[int, tuple[str, str, int]] = {}  # term → its proposer, who said, when
+
+    def observe(self, r: Round) -> None:
+        t = r.time
+        for n, s in sorted(_of(r.nodes, SafekeeperPoll).items()):
+            term = s.term or 0
+            # A vote alone may be split (whoever asks first in a term gets it); the term's
+            # election message is taken only from the proposer voted for: a safekeeper that
+            # holds its term in its history (or, in the epoch variant, was announced it) names
+            # the term's one leader.
+            if not (term and s.voted_for and term in (e for e, _ in s.term_starts())):
+                continue
+            first = self.leaders.setdefault(term, (s.voted_for, n, t))
+            proposer, where, when = first
+            if proposer != s.voted_for:
+                self.found.append(
+                    {
+                        "type": "two-proposers-in-term",
+                        "window_ns": [when, t],
+                        "term": term,
+                        "nodes": [where, n],
+                        "explanation": (
+                            f"{where} followed {proposer} in term {term} ({when / NS_PER_S:.1f} "
+                            f"s) and {n} followed {s.voted_for} in it ({t / NS_PER_S:.1f} s), "
+                            "each holding the term's election: two proposers won one term"
+                        ),
+                    }
+                )
+                self.leaders[term] = (s.voted_for, n, t)  # each disagreement once
 
 
 def _written(history: list[list[int]], end: int) -> list[tuple[int, int]]:
@@ -749,11 +790,13 @@ def check(
     digests: str | None = None,
     rules: Sequence[type[Rule]] = tuple(RULES.values()),
     records: Sequence[type[Record]] = RECORDS,
+    moments: Sequence[type[moments_.Moment]] = (),
 ) -> dict[str, Any]:
     """The verdict of the kind's `rules` on a run's polls file (`polls`, whose records are
-    read as the kind's `records`) and end-of-run WAL checksums (`digests`). `ops`: the
-    history's operations, or only the nemesis's and the acknowledged client writes (the faults'
-    windows tell when the cluster was left alone)."""
+    read as the kind's `records`) and end-of-run WAL checksums (`digests`), and which of the
+    kind's `moments` the run reached and struck (`moments`, a table that judges nothing). `ops`:
+    the history's operations, or only the nemesis's and the acknowledged client writes (the
+    faults' windows tell when the cluster was left alone)."""
     ops = list(ops or [])
     rounds = read_rounds(Path(polls), records) if polls and Path(polls).is_file() else []
     collected = None
@@ -763,4 +806,5 @@ def check(
     windows = [(w["start"], w["end"]) for w in fault_windows(faults(ops), end)]
     writes = [op for op in ops if op["type"] == "ok" and op["process"] != NEMESIS]
     evidence = Evidence(windows, digests=collected)
-    return analyse(rounds, rules, evidence, writes)
+    covered = moments_.coverage(rounds, moments, faults(ops)) if moments else []
+    return analyse(rounds, rules, evidence, writes) | {"moments": covered}

@@ -43,11 +43,17 @@ class Record(msgspec.Struct, tag_field="record", forbid_unknown_fields=True, fro
 
 class ComputePoll(Record, tag="compute"):
     """A compute node of the safekeeper cluster: its agent's role, whether it serves clients,
-    and the term its proxy was elected in (None unless elected)."""
+    and the term its proxy was elected in (None unless elected); while elected, the safekeeper
+    its term's log came from (the donor); under confirm/rollback, how many prepared transactions
+    its limbo holds and whether it takes writes of its own yet (not while it holds an earlier
+    leader's)."""
 
     role: str | None = None
     serving: bool = False
     term: int | None = None
+    donor: str | None = None
+    limbo: int | None = None
+    taking_writes: bool | None = None
 
     def leads(self) -> bool:
         return self.serving
@@ -60,9 +66,9 @@ class ComputePoll(Record, tag="compute"):
 
 
 class SafekeeperPoll(Record, tag="safekeeper"):
-    """A safekeeper: its term, term history ([term, start LSN] pairs), flush and commit LSNs;
-    in the epoch variant (which keeps no history) its epoch, and the epoch and VCL last
-    announced to it."""
+    """A safekeeper: its term and the proposer it voted for in it, its term history ([term,
+    start LSN] pairs), flush and commit LSNs; in the epoch variant (which keeps no history) its
+    epoch, and the epoch and VCL last announced to it."""
 
     term: int | None = None
     history: list[list[int]] | None = None
@@ -71,6 +77,7 @@ class SafekeeperPoll(Record, tag="safekeeper"):
     epoch: int | None = None
     proposed_epoch: int | None = None
     vcl: int | None = None
+    voted_for: str | None = None
 
     def term_seen(self) -> int | None:
         return self.term

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from checkers.moments import times_reached
 from core import store
 from core.contract import Contract
 from core.errors import BadInput
@@ -236,6 +237,10 @@ def print_verdict(console: Console, results: dict[str, Any], out_dir: Path) -> N
             summary += [f"{name}: {kind}" for kind in checker.get("anomaly_types", [])]
     for note in results.get("notes", []):
         console.print(f"[yellow]note:[/] {note}")
+    table = (results["checkers"].get("cluster-state") or {}).get("moments") or []
+    if table:
+        counts = ", ".join(f"{row['moment']} {times_reached(row)}" for row in table)
+        console.print(f"moments reached: {counts}")
     console.print(
         f"[bold {colour}]{results['verdict']}[/]"
         + (f" ({'; '.join(summary)})" if summary else "")

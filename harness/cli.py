@@ -400,16 +400,32 @@ def export(run: Path, fmt: str, out: Path | None) -> None:
 @click.argument("result_dirs", nargs=-1, type=click.Path(path_type=Path))
 @junit_option
 @spark_master_option("the index of runs")
-def gate(result_dirs: tuple[Path, ...], junit: Path | None, spark_master: str | None) -> None:
+@click.option(
+    "--require-moment",
+    "require_moment",
+    multiple=True,
+    metavar="NAME[=COUNT]",
+    help="A moment of the protocol every run must have reached (at least COUNT times, default "
+    "1), as its report's Moments table counts them, e.g. term-won or catch-up=3; a valid run "
+    "that did not counts as undecided. Repeatable.",
+)
+def gate(
+    result_dirs: tuple[Path, ...],
+    junit: Path | None,
+    spark_master: str | None,
+    require_moment: tuple[str, ...],
+) -> None:
     """Gate a release on stored runs: every run at or below RESULT_DIRS (default: results).
 
     Prints each run's verdict and anomalies and exits with the worst verdict: 0 all valid,
-    1 anomalies found, 2 a run undecided or not checked.
+    1 anomalies found, 2 a run undecided or not checked (or, with --require-moment, valid
+    without having reached a required moment).
     """
-    from harness.gate import gate_paths
+    from harness.gate import gate_paths, parse_required
 
     paths = list(result_dirs) or [Path("results")]
-    sys.exit(gate_paths(paths, junit, spark_master, console))
+    required = parse_required(require_moment)
+    sys.exit(gate_paths(paths, junit, spark_master, console, required))
 
 
 @cli.command()

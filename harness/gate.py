@@ -8,6 +8,7 @@ crashed) over an anomaly over an undecided or unchecked run over valid.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from core import store
+from core.errors import BadInput
 from core.verdict import EXIT_INFRA
 from harness.check import worst
 
@@ -34,12 +36,16 @@ def load_index(runs: list[Path], spark_master: str | None) -> list[RunRow]:
 
 
 def gate_paths(
-    paths: list[Path], junit: Path | None, spark_master: str | None, console: Console
+    paths: list[Path],
+    junit: Path | None,
+    spark_master: str | None,
+    console: Console,
+    required: Mapping[str, int] | None = None,
 ) -> int:
     """Gate every run at or below `paths`: print the table, write JUnit, return the exit code."""
     from checkers.spark.runs_index import find_runs
 
-    return gate_runs(find_runs(paths), {}, junit, spark_master, console)
+    return gate_runs(find_runs(paths), {}, junit, spark_master, console, required)
 
 
 def gate_runs(
@@ -48,14 +54,34 @@ def gate_runs(
     junit: Path | None,
     spark_master: str | None,
     console: Console,
+    required: Mapping[str, int] | None = None,
 ) -> int:
-    """Gate these runs; `errors` names runs that crashed (their message, exit 255)."""
+    """Gate these runs; `errors` names runs that crashed (their message, exit 255).
+    `required`: moments (name → least count) each run must have reached, or it proves nothing
+    about them: a valid run that did not is undecided (exit 2)."""
     rows = load_index(runs, spark_master)
+    for row in rows:
+        if required and row.verdict == "valid" and (missing := row.uncovered(required)):
+            row.verdict = "unknown"
+            row.note = "valid, but did not reach " + ", ".join(missing)
     print_table(console, rows, errors)
     if junit is not None:
         write_junit(junit, rows, errors)
         console.print(f"JUnit: {junit}")
     return worst([EXIT_INFRA if r.dir in errors else r.exit_code for r in rows])
+
+
+def parse_required(given: Sequence[str]) -> dict[str, int]:
+    """`--require-moment NAME` or `NAME=COUNT`, as name → least count."""
+    required: dict[str, int] = {}
+    for item in given:
+        name, _, count = item.partition("=")
+        if not name or (count and not (count.isdigit() and int(count) > 0)):
+            raise BadInput(
+                f"--require-moment takes NAME or NAME=COUNT (a count above 0), not {item!r}"
+            )
+        required[name] = int(count or 1)
+    return required
 
 
 def verdict_of(row: RunRow, errors: dict[Path, str]) -> str:
@@ -86,7 +112,7 @@ def print_table(console: Console, rows: list[RunRow], errors: dict[Path, str]) -
             row.recovery,
             "" if row.longest_gap_s is None else f"{row.longest_gap_s:.1f}",
             f"[{COLOURS[verdict]}]{verdict}[/]",
-            errors.get(row.dir) or row.summary,
+            errors.get(row.dir) or row.summary or row.note,
         )
     if not console.is_terminal:  # a CI log: rich would fold the table into 80 columns
         console = Console(file=console.file, width=max(console.width, 200), highlight=False)

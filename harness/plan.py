@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from checkers.catalog import ALWAYS, Checker
 from checkers.cluster_state import Rule
+from checkers.moments import Moment
 from clusters.kinds.base import ClusterKind
 from clusters.registry import cluster_kind
 from core.contract import Contract
@@ -106,6 +107,10 @@ class TestPlan:
     def rules(self) -> tuple[type[Rule], ...]:
         return self.kind.state_rules if self.kind else ()
 
+    @property
+    def moments(self) -> tuple[type[Moment], ...]:
+        return self.kind.moments_of(self.options) if self.kind else ()
+
     def writes(self, workload: str | None, f: str, value: Any) -> bool:
         """Whether the operation writes, as its workload declares; for an operation that names
         no workload, whether one of the plan's declares it a write."""
@@ -119,13 +124,15 @@ class TestPlan:
 
     def params(self, model: str | None = None, **evidence: Any) -> dict[str, dict[str, Any]]:
         """Each checker's parameters: what it takes (by its judgment's signature) of its
-        workload's parameters, the contract, the recovery bound, the cluster's records and rules,
-        and the `evidence` files of a run (polls, digests); `model` overrides the run's."""
+        workload's parameters, the contract, the recovery bound, the cluster's records, rules
+        and moments, and the `evidence` files of a run (polls, digests); `model` overrides the
+        run's."""
         common: dict[str, Any] = {
             "contract": self.contract,
             "max_recovery": self.max_recovery,
             "rules": self.rules,
             "records": self.records,
+            "moments": self.moments,
             **evidence,
         }
         params: dict[str, dict[str, Any]] = {}
@@ -147,6 +154,7 @@ class TestPlan:
             "realtime_order": kind.realtime_order if kind else None,
             "poll_records": [r.__struct_config__.tag for r in self.records] if kind else [],
             "state_rules": [r.name for r in self.rules],
+            "moments": [m.name for m in self.moments],
             "processes": {p.name: p.pattern for p in kind.runs} if kind else {},
             "collected": list(kind.collected) if kind else [],
             "workloads": {

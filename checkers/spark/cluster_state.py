@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers import cluster_state
+from checkers.moments import Moment
 from checkers.operations import op_dict
 from checkers.spark.history_table import nemesis_ops
 from core.history import NEMESIS, OP_COLUMNS
@@ -24,6 +25,7 @@ def check(
     digests: str | None = None,
     rules: Sequence[type[cluster_state.Rule]] = tuple(cluster_state.RULES.values()),
     records: Sequence[type[Record]] = RECORDS,
+    moments: Sequence[type[Moment]] = (),
 ) -> dict[str, Any]:
     """As `checkers.cluster_state.check`, over the operations table."""
     chosen = nemesis_ops(ops)  # when the cluster was left alone
@@ -33,4 +35,4 @@ def check(
         wanted = F.col("lsn").isNotNull() | F.coalesce(F.col("write"), F.lit(False))
         rows = ops.filter(acked & wanted).select(*OP_COLUMNS).toArrow().to_pylist()
         chosen += [op_dict(r) for r in rows]
-    return cluster_state.check(chosen, polls, digests, rules, records)
+    return cluster_state.check(chosen, polls, digests, rules, records, moments)

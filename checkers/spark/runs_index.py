@@ -12,6 +12,7 @@ config.json, a history.jsonl or a results.json.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from checkers.moments import times_reached
 from core import store
 from core.errors import BadInput, InfraError
 from core.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
@@ -64,6 +66,19 @@ _CHECKER = T.StructType(
         T.StructField("worst_recovery_s", T.DoubleType()),
         T.StructField("never_recovered", T.BooleanType()),
         T.StructField("longest_gap_s", T.DoubleType()),
+        # the cluster-state checker's coverage of the kind's moments
+        T.StructField(
+            "moments",
+            T.ArrayType(
+                T.StructType(
+                    [
+                        T.StructField("moment", _S),
+                        T.StructField("reached", T.LongType()),
+                        T.StructField("aimed", T.MapType(_S, T.LongType())),
+                    ]
+                )
+            ),
+        ),
     ]
 )
 # config.json's fields and results.json's, which share no top-level key: one schema parses both.
@@ -116,6 +131,17 @@ class RunRow:
     checked: bool = False
     findings: list[Finding] = field(default_factory=list)
     note: str = ""
+    # how often each of the kind's moments was reached (by the polls or an aimed strike)
+    moments: dict[str, int] = field(default_factory=dict)
+
+    def uncovered(self, required: Mapping[str, int]) -> list[str]:
+        """The required moments (name → least count) this run reached fewer times, as
+        "term-won (0 of 1)"."""
+        return [
+            f"{name} ({self.moments.get(name, 0)} of {least})"
+            for name, least in required.items()
+            if self.moments.get(name, 0) < least
+        ]
 
     @property
     def key(self) -> str:
@@ -290,6 +316,8 @@ def _row(run: Path, docs: dict[str, Any]) -> RunRow:
     for name, checker in (results.get("checkers") or {}).items():
         if checker.get("duration_s") is not None:
             row.duration_s = checker["duration_s"]
+        for m in checker.get("moments") or []:
+            row.moments[m["moment"]] = times_reached(m)
         if name == "availability":
             row.worst_recovery_s = checker.get("worst_recovery_s")
             row.never_recovered = bool(checker.get("never_recovered"))

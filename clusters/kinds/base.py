@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from checkers.cluster_state import Rule
+from checkers.moments import Moment
 from clusters.backend import Backend, Node
 from core.contract import Contract
 from core.endpoint import Endpoint
@@ -107,8 +108,8 @@ class ClusterKind(ABC):
 
     A kind declares what it is, and the harness reads the declarations: its options with their
     checks, the contract its histories are held to, whether it keeps real-time order, the
-    processes it runs, the files it installs and collects, the records its poll gives and the
-    cluster-state rules those are held to."""
+    processes it runs, the files it installs and collects, the records its poll gives, the
+    cluster-state rules those are held to and the moments of its protocol they show."""
 
     name: ClassVar[str]
     cli_options: ClassVar[tuple[KindOption, ...]] = ()
@@ -129,6 +130,9 @@ class ClusterKind(ABC):
     # The records its poll gives, and the rules of checkers.cluster_state they are held to.
     poll_records: ClassVar[tuple[type[Record], ...]] = ()
     state_rules: ClassVar[tuple[type[Rule], ...]] = ()
+    # The moments of its protocol its polls can see (checkers/moments.py): the aimed nemesis
+    # strikes at them, and every run's report says which were reached and struck.
+    moments: ClassVar[tuple[type[Moment], ...]] = ()
     # The processes it runs, each with its starter (a method of the kind).
     runs: ClassVar[tuple[Process, ...]] = ()
 
@@ -158,6 +162,11 @@ class ClusterKind(ABC):
     def contract_of(cls, options: Mapping[str, Any]) -> Contract:
         """The contract a run with these (checked) options is held to."""
         return cls.contract
+
+    @classmethod
+    def moments_of(cls, options: Mapping[str, Any]) -> tuple[type[Moment], ...]:
+        """The moments a run with these (checked) options can reach."""
+        return cls.moments
 
     @property
     def nodes(self) -> list[Node]:

@@ -28,6 +28,7 @@ import psycopg
 
 import systems
 from checkers.cluster_state import DeposedAcknowledged, GenerationRules, QuietElections
+from checkers.moments import LeaderChanged
 from clusters.backend import Node
 from clusters.image import MANATEE_IMAGE
 from clusters.kinds import postgres as pg
@@ -110,6 +111,7 @@ class ManateeCluster(ClusterKind):
     )
     poll_records = (PeerPoll, ClusterStatePoll)
     state_rules = (GenerationRules, DeposedAcknowledged, QuietElections)
+    moments = (LeaderChanged,)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

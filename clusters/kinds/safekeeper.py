@@ -23,11 +23,13 @@ from checkers.cluster_state import (
     CommitHeld,
     HistoriesAgree,
     LogDivergence,
+    OneProposerPerTerm,
     OneServing,
     QuietElections,
     TermsForward,
     TermStarts,
 )
+from checkers.moments import CatchUp, InheritedLimbo, Moment, Rebuild, Takeover, TermWon
 from clusters.backend import Node, shell_quote
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import SYNCHRO_TIMEOUT_OPTION, ClusterKind, Install, KindOption, Process
@@ -124,12 +126,21 @@ class SafekeeperCluster(ClusterKind):
         OneServing,
         TermStarts,
         HistoriesAgree,
+        OneProposerPerTerm,
         TermsForward,
         CommitHeld,
         AcknowledgedOnQuorum,
         LogDivergence,
         QuietElections,
     )
+    moments = (TermWon, Takeover, CatchUp, Rebuild, InheritedLimbo)
+
+    @classmethod
+    def moments_of(cls, options: Mapping[str, Any]) -> tuple[type[Moment], ...]:
+        """A limbo holds transactions only under confirm/rollback."""
+        if cls.contract_of(options) is Contract.CONFIRM_ROLLBACK:
+            return cls.moments
+        return tuple(m for m in cls.moments if m is not InheritedLimbo)
 
     @classmethod
     def nodes_needed(cls, options: Mapping[str, Any]) -> int:
@@ -319,10 +330,14 @@ class SafekeeperCluster(ClusterKind):
             if not state.get("ok"):
                 continue
             if name in computes:
+                elected = bool(state.get("elected"))
                 polled[name] = ComputePoll(
                     state.get("role"),
                     bool(state.get("serving")),
-                    state.get("term") if state.get("elected") else None,
+                    state.get("term") if elected else None,
+                    state.get("donor") if elected else None,
+                    state.get("limbo"),
+                    state.get("taking_writes"),
                 )
             else:
                 polled[name] = keeper_poll(state)

@@ -21,6 +21,7 @@ from typing import Any
 
 import systems
 from checkers.cluster_state import QuietElections, VclocksForward
+from checkers.moments import LeaderChanged
 from clusters.backend import Node, shell_quote
 from clusters.kinds.base import SYNCHRO_TIMEOUT_OPTION, ClusterKind, Install, KindOption, Process
 from clusters.kinds.on_node import ensure_clock_file, failover_endpoint, under_faketime, wait_until
@@ -61,6 +62,7 @@ class TarantoolCluster(ClusterKind):
     collected = (LOG_DIR, STATE_FILE)
     poll_records = (TarantoolPoll,)
     state_rules = (VclocksForward, QuietElections)
+    moments = (LeaderChanged,)
 
     @classmethod
     def nodes_needed(cls, options: Mapping[str, Any]) -> int:

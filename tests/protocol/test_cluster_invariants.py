@@ -76,10 +76,12 @@ def test_a_second_start_for_a_term_is_two_leaders_in_term(make_safekeepers) -> N
 def test_a_vote_forgotten_is_a_term_going_backwards(make_safekeepers) -> None:
     sks = make_safekeepers("term-history", 3)
     polls = Polls(sks)
-    Writer(sks, "P1").elect("A", "B", "C").write(4, "A", "B", "C")
+    first = Writer(sks, "P1").elect("A", "B", "C")
+    first.write(4, "A", "B", "C")
     Writer(sks, "P2").elect("A", "B")
     polls.poll()
-    rewrite_control(sks, "A", term=1)  # A's vote in term 2 never reached its disk
+    # A's vote in term 2 never reached its disk: its control file holds its vote in term 1
+    rewrite_control(sks, "A", term=1, voted_for=first.p.id)
     polls.poll()
     assert polls.found() == ["term-backwards"]
 

@@ -591,3 +591,55 @@ def test_a_cluster_state_against_seed_004_s_rules_is_named(after: dict, kind: st
     (anomaly,) = result["anomalies"]
     assert anomaly["window_ns"] == [5 * S, 7 * S]
     assert anomaly["explanation"].startswith("ZooKeeper's cluster state at 7.0 s: ")
+
+
+def voter(term: int, history: list[list[int]], voted_for: str) -> dict:
+    return safekeeper(term, history, 0x1000000) | {"voted_for": voted_for}
+
+
+def test_two_safekeepers_holding_one_terms_election_from_two_proposers_are_two_leaders() -> None:
+    h = [[1, 0x1000000]]
+    rounds = [
+        {"time": 1 * S, "nodes": {"n3": voter(2, [*h, [2, 0x1000000]], "n1:7")}},
+        {
+            "time": 2 * S,
+            "nodes": {
+                "n3": voter(2, [*h, [2, 0x1000000]], "n1:7"),
+                "n4": voter(2, [*h, [2, 0x1000000]], "n2:9"),
+            },
+        },
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["two-proposers-in-term"]
+    assert result["anomalies"][0]["explanation"] == (
+        "n3 followed n1:7 in term 2 (1.0 s) and n4 followed n2:9 in it (2.0 s), each holding the "
+        "term's election: two proposers won one term"
+    )
+    epoch = [
+        {"time": 1 * S, "nodes": {"n3": epoch_keeper(2, 2, 0x100, 0, 0x100) | {"voted_for": "a"}}},
+        {"time": 2 * S, "nodes": {"n4": epoch_keeper(2, 2, 0x100, 0, 0x100) | {"voted_for": "b"}}},
+    ]
+    assert analyse(epoch)["anomaly_types"] == ["two-proposers-in-term"]
+
+
+def test_a_split_vote_is_no_second_leader() -> None:
+    """Two computes stood in term 2 at once: n4 voted for the loser, whose election never came,
+    so n4 holds no entry for term 2; the winner's voters agree; term 3 is another term."""
+    h = [[1, 0x1000000]]
+    rounds = [
+        {
+            "time": 1 * S,
+            "nodes": {
+                "n3": voter(2, [*h, [2, 0x1000000]], "n1:7"),
+                "n4": voter(2, h, "n2:9"),  # voted for the loser: no election from it
+                "n5": voter(2, [*h, [2, 0x1000000]], "n1:7"),
+            },
+        },
+        {"time": 2 * S, "nodes": {"n4": voter(3, [*h, [3, 0x1000000]], "n2:9")}},
+        # an epoch-variant safekeeper announced an older epoch: its vote in term 4 is no leader's
+        {
+            "time": 3 * S,
+            "nodes": {"n5": epoch_keeper(4, 3, h[0][1], 0, h[0][1]) | {"voted_for": "x"}},
+        },
+    ]
+    assert analyse(rounds)["valid"] is True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import xml.etree.ElementTree as ET
 from io import StringIO
 from pathlib import Path
@@ -10,7 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 
-from harness.gate import gate_paths, gate_runs
+from core.errors import BadInput
+from harness.gate import gate_paths, gate_runs, parse_required
 from tests.runs_store import LOST, check, make_run
 
 
@@ -82,3 +85,32 @@ def test_paths_are_walked_for_runs(runs: dict[str, Path]) -> None:
     out = StringIO()
     code = gate_paths([store], None, "local[2]", Console(file=out, width=200))
     assert code == 1 and "3 runs" in out.getvalue()
+
+
+def test_a_required_moment_the_run_never_reached_leaves_it_undecided(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A valid run that never reached a moment says nothing of the code that moment exercises:
+    with --require-moment, the gate holds it undecided."""
+    run = tmp_path / "results" / "safekeeper-append-aimed" / "20261121T110000"
+    shutil.copytree(runs["valid"], run)
+    results = json.loads((run / "results.json").read_text())
+    results["checkers"]["cluster-state"] = {
+        "valid": True,
+        "moments": [
+            {"moment": "term-won", "reached": 2, "aimed": {"kill on new-leader": 1}},
+            {"moment": "catch-up", "reached": 0, "aimed": {"pause on catching-up": 1}},
+            {"moment": "rebuild", "reached": 0, "aimed": {}},
+        ],
+    }
+    (run / "results.json").write_text(json.dumps(results))
+    out = StringIO()
+    console = Console(file=out, width=200)
+    assert gate_runs([run], {}, None, "local[2]", console, {"term-won": 2, "catch-up": 1}) == 0
+    assert gate_runs([run], {}, None, "local[2]", console, {"rebuild": 1}) == 2
+    assert "did not reach rebuild (0 of 1)" in out.getvalue()
+    assert gate_runs([run], {}, None, "local[2]", console, {"term-won": 3}) == 2
+    assert parse_required(["term-won", "catch-up=3"]) == {"term-won": 1, "catch-up": 3}
+    for wrong in ("=2", "catch-up=0", "catch-up=x"):
+        with pytest.raises(BadInput, match="NAME=COUNT"):
+            parse_required([wrong])

@@ -1,0 +1,312 @@
+"""The protocol's moments: the stretches of a run, as the cluster's own polls show them, in which
+a bug of the protocol would do its harm if a fault struck then (Jepsen's "sometimes" assertions:
+a run in which no moment was reached is no evidence about the code those moments exercise).
+
+A cluster kind declares the moments its polls can see (clusters/kinds/), each with the roles in
+it (the new leader, the deposed one, a voter that has not yet received the term's first record,
+…). A moment is a small observer of rounds, in time order, like a cluster-state rule: `observe`
+says, for each round, whether the moment holds and who plays which role. Two users read them:
+the `aimed` nemesis, which polls the cluster itself and strikes a role when a moment comes, and
+`coverage`, which says of a finished run which moments were reached, and which were struck by a
+fault that began while they held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
+
+from core.history import Op
+from core.polls import ComputePoll, Round, SafekeeperPoll
+
+NS_PER_S = 1e9
+# Polls come about once a second: a fault that began within this many seconds after the last
+# round that showed a moment may have struck it while it still held.
+STRIKE_SLACK_S = 1.0
+Roles = dict[str, list[str]]
+
+
+class Moment:
+    """A stretch of a run in which some faults matter more than others."""
+
+    name: ClassVar[str]
+    about: ClassVar[str]  # one sentence: what the moment is
+    roles: ClassVar[tuple[str, ...]]  # who plays a part in it, as `observe` names them
+    # What brings the moment about, for a nemesis that wants to reach it: "leader", the node
+    # that leads is lost (partitioned, killed or paused); "leader-back", it is lost until
+    # another leads, then comes back; "follower", a node that does not lead is cut off a while
+    # and comes back.
+    provoke: ClassVar[str] = "leader"
+
+    def observe(self, r: Round) -> Roles | None:
+        """Whether the moment holds in this round (after those observed before it): its roles,
+        each with the nodes that play it (some may have none), or None."""
+        raise NotImplementedError
+
+    @staticmethod
+    def followers(r: Round) -> list[str]:
+        """The nodes a nemesis may cut off to bring the moment about (`provoke` "follower"):
+        those that answered and do not lead."""
+        return sorted(n for n, s in r.nodes.items() if not s.leads())
+
+
+def leading(r: Round) -> list[str]:
+    return sorted(n for n, s in r.nodes.items() if s.leads())
+
+
+class LeaderChanged(Moment):
+    """A node began to lead alone where another led alone before (any kind whose polls say who
+    leads)."""
+
+    name = "leader-changed"
+    about = "a node began to lead where another led before (a failover)"
+    roles = ("new-leader", "deposed")
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def observe(self, r: Round) -> Roles | None:
+        led = leading(r)
+        if len(led) != 1:
+            return None
+        before, self.last = self.last, led[0]
+        if before is None or before == led[0]:
+            return None
+        return {"new-leader": led, "deposed": [before]}
+
+
+def _computes(r: Round) -> dict[str, ComputePoll]:
+    return {n: s for n, s in r.nodes.items() if isinstance(s, ComputePoll)}
+
+
+def _keepers(r: Round) -> dict[str, SafekeeperPoll]:
+    return {n: s for n, s in r.nodes.items() if isinstance(s, SafekeeperPoll)}
+
+
+class _Leaders(Moment):
+    """Keeps who led last (the deposed one, once another takes over)."""
+
+    def __init__(self) -> None:
+        self.leader: str | None = None
+
+    def observe(self, r: Round) -> Roles | None:
+        roles = self.seen(r)
+        led = leading(r)
+        if len(led) == 1:
+            self.leader = led[0]
+        return roles
+
+    def seen(self, r: Round) -> Roles | None:
+        raise NotImplementedError
+
+    def deposed(self, new: Iterable[str]) -> list[str]:
+        return [self.leader] if self.leader and self.leader not in new else []
+
+
+def _standing(r: Round, term: int, deposed: str | None) -> list[str]:
+    """The computes elected in `term`, or else those that may be standing in it: candidates
+    other than the one that led before (a deposed primary is a candidate too, once its lease
+    ends)."""
+    computes = _computes(r)
+    elected = sorted(n for n, s in computes.items() if s.term == term)
+    return elected or sorted(
+        n
+        for n, s in computes.items()
+        if s.term is None and s.role in ("candidate", "taking over") and n != deposed
+    )
+
+
+class TermWon(_Leaders):
+    """The highest term a safekeeper holds rose: a proposer won a term (seed 003's moment: its
+    voters hold the term before any of them holds its first record)."""
+
+    name = "term-won"
+    about = "a proposer won a new term: its voters hold the term, some not yet its first record"
+    roles = ("new-leader", "voted-not-recorded", "voters", "deposed")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.highest: int | None = None
+
+    def seen(self, r: Round) -> Roles | None:
+        keepers = _keepers(r)
+        top = max((s.term or 0 for s in keepers.values()), default=0)
+        before = self.highest
+        self.highest = max(top, before or 0)
+        if before is None or top <= before:
+            return None
+        voters = sorted(n for n, s in keepers.items() if s.term == top)
+        unrecorded = [n for n in voters if top not in (t for t, _ in keepers[n].term_starts())]
+        new = _standing(r, top, self.leader)
+        return {
+            "new-leader": new,
+            "voted-not-recorded": unrecorded,
+            "voters": voters,
+            "deposed": self.deposed(new),
+        }
+
+
+class Takeover(_Leaders):
+    """A compute was elected and brings its Postgres to the term's log before it serves."""
+
+    name = "takeover"
+    about = "a compute won a term and is bringing its Postgres to the log, not yet serving"
+    roles = ("new-leader", "donor", "deposed")
+
+    def seen(self, r: Round) -> Roles | None:
+        taking = sorted(n for n, s in _computes(r).items() if s.role == "taking over")
+        if not taking:
+            return None
+        donors = sorted({d for n in taking if (d := _computes(r)[n].donor)})
+        return {"new-leader": taking, "donor": donors, "deposed": self.deposed(taking)}
+
+
+class CatchUp(_Leaders):
+    """A safekeeper of the current term holds less WAL than another already reports committed:
+    the leader is bringing it up to the log."""
+
+    name = "catch-up"
+    about = "a safekeeper of the leader's term is behind the committed WAL and catching up"
+    roles = ("catching-up", "leader", "up-to-date")
+    provoke = "follower"
+    BEHIND = 8192  # bytes below the commit position: more than a record in flight
+
+    @staticmethod
+    def followers(r: Round) -> list[str]:
+        return sorted(_keepers(r))
+
+    def seen(self, r: Round) -> Roles | None:
+        keepers = _keepers(r)
+        top = max((s.term or 0 for s in keepers.values()), default=0)
+        commit = max((s.commit_lsn or 0 for s in keepers.values()), default=0)
+        current = {n: s for n, s in keepers.items() if s.term == top and top}
+        behind = sorted(n for n, s in current.items() if (s.flush_lsn or 0) + self.BEHIND < commit)
+        if not behind or not leading(r):
+            return None
+        ahead = sorted(n for n in current if n not in behind)
+        return {"catching-up": behind, "leader": leading(r), "up-to-date": ahead}
+
+
+class Rebuild(_Leaders):
+    """A compute rebuilds its Postgres from the one that serves (a deposed primary, after a
+    takeover)."""
+
+    name = "rebuild"
+    about = "a compute is rebuilding its Postgres from the primary"
+    roles = ("rebuilding", "leader")
+    provoke = "leader-back"  # a deposed primary rebuilds once it is back
+
+    def seen(self, r: Round) -> Roles | None:
+        rebuilding = sorted(n for n, s in _computes(r).items() if s.role == "rebuilding")
+        if not rebuilding:
+            return None
+        return {"rebuilding": rebuilding, "leader": leading(r)}
+
+
+class InheritedLimbo(_Leaders):
+    """Confirm/rollback: a new leader holds prepared transactions of an earlier leader, and takes
+    no write of its own until it has confirmed them (seed 002)."""
+
+    name = "inherited-limbo"
+    about = "a new leader holds an earlier leader's prepared transactions, not yet confirmed"
+    roles = ("new-leader", "deposed")
+
+    def seen(self, r: Round) -> Roles | None:
+        holding = sorted(
+            n
+            for n, s in _computes(r).items()
+            if s.term is not None and (s.limbo or 0) > 0 and s.taking_writes is False
+        )
+        if not holding:
+            return None
+        return {"new-leader": holding, "deposed": self.deposed(holding)}
+
+
+def occurrences(rounds: Iterable[Round], moment: type[Moment]) -> list[dict[str, Any]]:
+    """Each stretch of consecutive rounds in which the moment held: {"start", "end" (s, the
+    first and last rounds that showed it), "roles" (as its first round showed them)}."""
+    observer = moment()
+    found: list[dict[str, Any]] = []
+    held = False
+    for r in rounds:
+        roles = observer.observe(r)
+        t = r.time / NS_PER_S
+        if roles is None:
+            held = False
+        elif held:
+            found[-1]["end"] = t
+        else:
+            held = True
+            found.append({"start": t, "end": t, "roles": roles})
+    return found
+
+
+def coverage(
+    rounds: Sequence[Round], moments: Sequence[type[Moment]], nemesis: Iterable[Op]
+) -> list[dict[str, Any]]:
+    """Which of the kind's moments the run reached, how often, and which were struck: by a
+    fault that began while the moment held (the polls' view), or by the aimed nemesis, which
+    says which moment and role it struck (its own, quicker, view). One entry per moment."""
+    started = [
+        (_struck_at(op), op["f"].removeprefix("start-"), op.get("value") or {})
+        for op in nemesis
+        if op["type"] == "info" and str(op["f"]).startswith("start-") and not op.get("error")
+    ]
+    table = []
+    for moment in moments:
+        found = occurrences(rounds, moment)
+        struck: dict[str, int] = {}
+        for occ in found:
+            hit = {
+                _struck_with(fault, value)
+                for t, fault, value in started
+                if occ["start"] <= t <= occ["end"] + STRIKE_SLACK_S
+            }
+            for fault in hit:
+                struck[fault] = struck.get(fault, 0) + 1
+        aimed: dict[str, int] = {}
+        for _, _, value in started:
+            strike = value.get("strike") or {}
+            if value.get("moment") == moment.name and strike.get("fault"):
+                key = f"{strike['fault']} on {value.get('role')}"
+                aimed[key] = aimed.get(key, 0) + 1
+        table.append(
+            {
+                "moment": moment.name,
+                "about": moment.about,
+                "reached": len(found),
+                "first_s": round(found[0]["start"], 1) if found else None,
+                "struck": dict(sorted(struck.items())),
+                "aimed": dict(sorted(aimed.items())),
+            }
+        )
+    return table
+
+
+def _struck_at(op: Op) -> float:
+    """When a fault struck (s): when its start began, or for one that watches the cluster
+    before it strikes (aimed), the time it says it struck, counted from there."""
+    value = op.get("value") or {}
+    return op["invoke_time"] / NS_PER_S + float(value.get("struck_s") or 0)
+
+
+def _struck_with(fault: str, value: dict[str, Any]) -> str:
+    """The fault an event names: an aimed one by what it struck with."""
+    strike = value.get("strike") or {}
+    return str(strike.get("fault") or fault)
+
+
+def times_reached(row: dict[str, Any]) -> int:
+    """How often a coverage table's row says its moment was reached: seen in the polls, or
+    struck by the aimed nemesis (which polls more often than the run's record)."""
+    return max(row.get("reached") or 0, sum((row.get("aimed") or {}).values()))
+
+
+def reached(table: Sequence[dict[str, Any]], name: str) -> int:
+    """How often a coverage table says the moment `name` was reached (0 if it names none)."""
+    return next((times_reached(row) for row in table if row["moment"] == name), 0)
+
+
+MOMENTS: dict[str, type[Moment]] = {
+    m.name: m for m in (LeaderChanged, TermWon, Takeover, CatchUp, Rebuild, InheritedLimbo)
+}

@@ -1,0 +1,213 @@
+"""The protocol's moments as the polls show them, and the coverage table a run's report gives:
+each moment is found where it holds, with who plays which role, and not where it does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkers.cluster_state import check
+from checkers.moments import (
+    CatchUp,
+    InheritedLimbo,
+    LeaderChanged,
+    Rebuild,
+    Takeover,
+    TermWon,
+    coverage,
+    occurrences,
+    reached,
+)
+from core.history import NEMESIS
+from core.polls import ComputePoll, PeerPoll, Record, Round, SafekeeperPoll, encode_round
+
+S = 1_000_000_000
+
+
+def at(second: float, **nodes: Record) -> Round:
+    return Round(time=int(second * S), nodes=nodes)
+
+
+def keeper(term: int, history: list[list[int]], flush: int = 0, commit: int = 0) -> SafekeeperPoll:
+    return SafekeeperPoll(term, history, flush, commit)
+
+
+def primary(term: int, **more: Any) -> ComputePoll:
+    return ComputePoll("primary", True, term, **more)
+
+
+STANDBY = ComputePoll("standby", False, None)
+
+
+def test_a_term_won_names_its_voters_the_ones_without_its_record_and_the_deposed() -> None:
+    before = at(0, n1=primary(1), n2=STANDBY, n3=keeper(1, [[1, 100]]), n4=keeper(1, [[1, 100]]))
+    won = at(
+        1,
+        n2=ComputePoll("taking over", False, 2),
+        n3=keeper(2, [[1, 100], [2, 500]]),
+        n4=keeper(2, [[1, 100]]),  # voted in term 2, holds no record of it yet
+        n5=keeper(1, [[1, 100]]),
+    )
+    later = at(2, n2=primary(2), n3=keeper(2, [[1, 100], [2, 500]]), n4=keeper(2, [[2, 500]]))
+    found = occurrences([before, won, later], TermWon)
+    assert found == [
+        {
+            "start": 1.0,
+            "end": 1.0,
+            "roles": {
+                "new-leader": ["n2"],
+                "voted-not-recorded": ["n4"],
+                "voters": ["n3", "n4"],
+                "deposed": ["n1"],
+            },
+        }
+    ]
+
+
+def test_the_first_round_is_no_term_won_nor_is_a_term_held_again() -> None:
+    rounds = [at(0, n3=keeper(3, [[3, 1]])), at(1, n3=keeper(2, [])), at(2, n3=keeper(3, []))]
+    assert occurrences(rounds, TermWon) == []
+
+
+def test_in_the_epoch_variant_the_announced_epoch_is_the_record() -> None:
+    announced = SafekeeperPoll(2, None, 10, 0, epoch=1, proposed_epoch=2, vcl=10)
+    not_yet = SafekeeperPoll(2, None, 10, 0, epoch=1, proposed_epoch=1, vcl=5)
+    rounds = [at(0, n3=keeper(1, [])), at(1, n3=announced, n4=not_yet)]
+    (found,) = occurrences(rounds, TermWon)
+    assert found["roles"]["voted-not-recorded"] == ["n4"]
+
+
+def test_a_takeover_names_the_donor_and_lasts_while_the_compute_takes_over() -> None:
+    taking = ComputePoll("taking over", False, 2, donor="n4")
+    rounds = [
+        at(0, n1=primary(1), n2=STANDBY),
+        at(1, n2=taking),
+        at(2, n2=taking),
+        at(3, n2=primary(2, donor="n4")),
+    ]
+    assert occurrences(rounds, Takeover) == [
+        {
+            "start": 1.0,
+            "end": 2.0,
+            "roles": {"new-leader": ["n2"], "donor": ["n4"], "deposed": ["n1"]},
+        }
+    ]
+
+
+def test_a_catch_up_is_a_keeper_of_the_term_below_what_another_says_committed() -> None:
+    behind = at(0, n1=primary(2), n3=keeper(2, [], 1 << 20, 1 << 20), n4=keeper(2, [], 4096, 0))
+    within_a_record = at(
+        1, n1=primary(2), n3=keeper(2, [], 100_000, 100_000), n4=keeper(2, [], 95_000)
+    )
+    older_term = at(2, n1=primary(2), n3=keeper(2, [], 1 << 20, 1 << 20), n4=keeper(1, [], 0))
+    no_leader = at(3, n3=keeper(2, [], 1 << 20, 1 << 20), n4=keeper(2, [], 0))
+    found = occurrences([behind, within_a_record, older_term, no_leader], CatchUp)
+    assert [f["roles"] for f in found] == [
+        {"catching-up": ["n4"], "leader": ["n1"], "up-to-date": ["n3"]}
+    ]
+    assert CatchUp.followers(behind) == ["n3", "n4"]  # a safekeeper is cut off to make one
+
+
+def test_a_rebuild_and_a_limbo_held_for_an_earlier_leader() -> None:
+    rebuilding = at(0, n1=ComputePoll("rebuilding", False, None), n2=primary(3))
+    assert occurrences([rebuilding], Rebuild)[0]["roles"] == {
+        "rebuilding": ["n1"],
+        "leader": ["n2"],
+    }
+    inherited = ComputePoll("primary", False, 3, limbo=2, taking_writes=False)
+    own = primary(3, limbo=2, taking_writes=True)  # its own transactions wait: not inherited
+    rounds = [at(0, n1=primary(2)), at(1, n2=inherited), at(2, n2=own)]
+    assert [f["roles"] for f in occurrences(rounds, InheritedLimbo)] == [
+        {"new-leader": ["n2"], "deposed": ["n1"]}
+    ]
+
+
+def test_a_leader_changed_is_a_new_node_leading_alone() -> None:
+    def peer(writable: bool, generation: int | None = None) -> PeerPoll:
+        return PeerPoll("primary" if writable else "sync", writable, generation)
+
+    rounds = [
+        at(0, n1=peer(True, 1), n2=peer(False)),
+        at(1, n1=peer(True, 1), n2=peer(True, 2)),  # two lead: not yet a change
+        at(2, n2=peer(True, 2)),
+        at(3, n2=peer(True, 2)),
+    ]
+    assert [(f["start"], f["roles"]) for f in occurrences(rounds, LeaderChanged)] == [
+        (2.0, {"new-leader": ["n2"], "deposed": ["n1"]})
+    ]
+
+
+def nemesis_op(second: float, f: str, value: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "process": NEMESIS,
+        "type": "info",
+        "f": f,
+        "value": value,
+        "invoke_time": int(second * S),
+        "complete_time": int(second * S),
+        "invoke_index": int(second * 10),
+    }
+
+
+TAKEOVER_ROUNDS = [
+    at(0, n1=primary(1), n2=STANDBY),
+    at(10, n2=ComputePoll("taking over", False, 2, donor="n3")),
+    at(11, n2=ComputePoll("taking over", False, 2, donor="n3")),
+    at(12, n2=primary(2)),
+]
+
+
+def test_coverage_counts_what_was_reached_and_what_struck_while_it_held() -> None:
+    ops = [
+        nemesis_op(5, "start-partition", {"shape": "primaries"}),  # before: it caused it
+        nemesis_op(11.5, "start-kill", {"targets": ["n2"]}),  # while it held (a poll apart)
+        # began long before, watched, struck while it held
+        nemesis_op(1, "start-aimed", {"struck_s": 9.5, "strike": {"fault": "pause"}}),
+        nemesis_op(30, "start-pause", {}),  # long after
+        nemesis_op(
+            10.2,
+            "start-aimed",
+            {"moment": "takeover", "role": "donor", "strike": {"fault": "power"}},
+        ),
+    ]
+    table = coverage(TAKEOVER_ROUNDS, [Takeover, Rebuild], ops)
+    assert table[0] | {"about": ""} == {
+        "moment": "takeover",
+        "about": "",
+        "reached": 1,
+        "first_s": 10.0,
+        "struck": {"kill": 1, "pause": 1, "power": 1},
+        "aimed": {"power on donor": 1},
+    }
+    assert table[1]["reached"] == 0 and table[1]["struck"] == {} and table[1]["aimed"] == {}
+    assert reached(table, "takeover") == 1 and reached(table, "rebuild") == 0
+    assert reached(table, "no-such-moment") == 0
+
+
+def test_an_aimed_strike_counts_as_reached_though_the_polls_missed_it() -> None:
+    ops = [
+        nemesis_op(
+            3, "start-aimed", {"moment": "rebuild", "strike": {"fault": "kill"}, "role": "leader"}
+        )
+    ]
+    table = coverage(TAKEOVER_ROUNDS, [Rebuild], ops)
+    assert table[0]["reached"] == 0 and reached(table, "rebuild") == 1
+
+
+def test_the_cluster_state_checker_gives_the_table_beside_its_verdict(tmp_path: Any) -> None:
+    polls = tmp_path / "cluster.jsonl"
+    polls.write_bytes(b"\n".join(encode_round(r) for r in TAKEOVER_ROUNDS) + b"\n")
+    result = check([], str(polls), rules=(), moments=(Takeover,))
+    assert result["valid"] and [m["moment"] for m in result["moments"]] == ["takeover"]
+    assert result["moments"][0]["reached"] == 1
+    assert check([], str(polls), rules=())["moments"] == []
+
+
+def test_the_deposed_primary_standing_again_is_not_the_new_leader() -> None:
+    before = at(0, n1=primary(1), n2=STANDBY, n3=keeper(1, [[1, 100]]))
+    candidate = ComputePoll("candidate", False, None)
+    won = at(1, n1=candidate, n2=candidate, n3=keeper(2, [[1, 100]]))
+    (found,) = occurrences([before, won], TermWon)
+    assert found["roles"]["new-leader"] == ["n2"] and found["roles"]["deposed"] == ["n1"]
+    elected = at(1, n1=candidate, n2=ComputePoll("taking over", False, 2), n3=keeper(2, []))
+    (found,) = occurrences([before, elected], TermWon)
+    assert found["roles"]["new-leader"] == ["n2"]
