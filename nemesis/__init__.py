@@ -10,8 +10,10 @@ partitions that move as the safekeeper cluster elects, so that a term's records 
 of its voters; two computes and three safekeepers or more); `kill`, `pause`, `clock`, `packet` on
 random targets (one, minority, majority, all or primaries), `kill-primary`, `pause-primary`;
 `composite`, a partition (the leader's, half the time) with a kill or a pause of random targets
-inside it; and `all`, every fault kind the cluster's node count allows, the partition, kill
-and pause of the leader as packages of their own, and `composite`. On a kind with a
+inside it; `aimed`, faults that bring about a moment of the protocol the cluster kind declares (a
+term won, a takeover, a catch-up, …) and strike one of its roles when it comes (nemesis.aimed);
+and `all`, every fault kind the cluster's node count allows, the partition, kill and pause of
+the leader as packages of their own, `composite` and `aimed`. On a kind with a
 coordination service (ZooKeeper, for `manatee`): `partition-zookeeper` (the primary cut off
 from the coordinators only: its session expires while clients still reach it),
 `kill-zookeeper` and `pause-zookeeper` (every coordinator at once). See `nemesis.schedule` for
@@ -20,14 +22,18 @@ the schedule and the history events.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 
+from checkers.moments import Moment
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind
 from core.errors import BadInput
 from core.history import HistoryWriter
 from nemesis import clock, packet, partition
+from nemesis.aimed import MIN_NODES as AIMED_NODES
+from nemesis.aimed import Aimed
 from nemesis.base import Nemesis, NoNemesis
 from nemesis.clock import Clock
 from nemesis.fault import Fault, on_nodes
@@ -90,6 +96,7 @@ PACKAGES: dict[str, Package] = {
         Package("packet", 1, _targeted(Packet)),
         Package("power", 1, _targeted(Power)),
         Package("composite", MIN_NODES_PRIMARIES, _composite),
+        Package("aimed", AIMED_NODES, Aimed.planned),
         Package("partition-zookeeper", 2, _partition(PRIMARY_COORDINATORS), True),
         Package("kill-zookeeper", 1, _targeted(Kill, COORDINATORS), True),
         Package("pause-zookeeper", 1, _targeted(Pause, COORDINATORS), True),
@@ -104,6 +111,8 @@ EVERY_KIND = ("partition", "kill", "pause", "clock", "packet", "power")  # what 
 # the leader is what a failover cluster must survive (Jepsen aims at primaries as often).
 AT_THE_LEADER = ("partition-primary", "kill-primary", "pause-primary")
 COMPOSITE = ("composite",)  # ... and faults inside faults, which no single kind makes
+# ... and faults that strike at the protocol's moments (a vote, a takeover, a catch-up)
+AIMED = "aimed"
 POWER = "power"  # needs the backend's power layer under the nodes' state
 
 
@@ -134,23 +143,37 @@ def needs_power(names: list[str]) -> bool:
 
 
 def packages(
-    names: list[str], node_count: int, power: bool = True, coordinated: bool = False
+    names: list[str],
+    node_count: int,
+    power: bool = True,
+    coordinated: bool = False,
+    moments: tuple[type[Moment], ...] = (),
 ) -> list[Package]:
     """The packages the names stand for, each once: `none` stands for none, `all` for every
-    fault kind possible on this many nodes and the leader-aimed ones (power only where the
-    backend offers it, and the coordination service's faults where the kind has one)."""
+    fault kind possible on this many nodes, the leader-aimed ones and the faults aimed at the
+    kind's `moments` (power only where the backend offers it, and the coordination service's
+    faults where the kind has one)."""
     chosen: list[str] = []
     for name in names:
         if name == ALL:
             chosen += [
                 k
-                for k in (*EVERY_KIND, *AT_THE_LEADER, *COMPOSITE)
+                for k in (*EVERY_KIND, *AT_THE_LEADER, *COMPOSITE, AIMED)
                 if PACKAGES[k].min_nodes <= node_count and (power or k != POWER)
             ]
             chosen += list(ON_COORDINATORS) if coordinated else []
         elif name != NONE:
             chosen.append(name)
-    return [PACKAGES[name] for name in dict.fromkeys(chosen)]
+    return [_bound(PACKAGES[name], power, moments) for name in dict.fromkeys(chosen)]
+
+
+def _bound(package: Package, power: bool, moments: tuple[type[Moment], ...]) -> Package:
+    """The aimed package knows what it aims at: the kind's moments, and whether power can be
+    cut."""
+    if package.name != AIMED:
+        return package
+    make = functools.partial(Aimed.planned, moments=moments, power=power)
+    return Package(package.name, package.min_nodes, make)
 
 
 def build(
@@ -159,7 +182,8 @@ def build(
     """One nemesis that runs the named packages' faults on a shared schedule."""
     validate(names, cluster.node_count(), cluster.name, cluster.coordinated)
     power = getattr(cluster.backend, "power", False)
-    chosen = packages(names, cluster.node_count(), power, cluster.coordinated)
+    moments = cluster.moments_of(cluster.options)
+    chosen = packages(names, cluster.node_count(), power, cluster.coordinated, moments)
     if not chosen:
         return NoNemesis(cluster, history, seed, interval)
     return ScheduledNemesis(cluster, history, seed, interval, chosen)

@@ -24,6 +24,7 @@ proposer wrote. Once the fault heals, the next term's donor is C or D (a higher 
 log starts below what A, B and E reported committed (`term-below-commit`). In the term-history
 variant A is truncated at the divergence point when it joins the term, and nothing is lost.
 
+It is one of the scenarios of the aimed nemesis (nemesis.aimed), and a package of its own.
 `start` runs the phases itself (a minute or two at most) and returns what each one saw; the
 final partition stays until the fault's stop heals it. What is polled is what the harness
 records anyway (the kind's `poll`).
@@ -216,6 +217,10 @@ class Seed003(Fault):
         term = max(terms(polled, [*c.lagging, *c.recording]))
         phases[-1] |= {"term_won_s": at(), "term": term, "voters_flush": voters_flush}
         enter("split")
+        # what the moments' coverage counts: the split strikes the term just won, cutting off
+        # voters that hold no record of it yet
+        value |= {"moment": "term-won", "role": "voted-not-recorded", "struck_s": at()}
+        value["strike"] = {"fault": "partition", "targets": list(c.lagging)}
         wait(cluster, lambda p: recorded(p, c, voters_flush, term), "split")
         time.sleep(SETTLE)
         polled = cluster.poll()

@@ -15,6 +15,7 @@ from tests.e2e.conftest import harness
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
 SECOND = 1_000_000_000
+AIMED_SEED = 0
 
 
 def test_commits_stall_while_the_compute_node_is_cut_off(store: Path) -> None:
@@ -70,6 +71,9 @@ def test_the_standby_takes_over_while_the_primary_is_cut_off(store: Path) -> Non
     assert "n2" in served, f"no commit went through n2 while n1 was cut off: {served}"
     logs = (run / "nodes" / "n2" / "harness" / "compute.log").read_text()
     assert "taking over" in logs and "elected in term" in logs
+    moments = json.loads((run / "results.json").read_text())["checkers"]["cluster-state"]
+    reached = {m["moment"]: m["reached"] for m in moments["moments"]}
+    assert reached["term-won"] >= 1 and "inherited-limbo" not in reached, reached
 
 
 def test_a_planted_acknowledgement_before_the_quorum_loses_writes(store: Path) -> None:
@@ -112,3 +116,26 @@ def test_writes_acknowledged_without_fsync_are_named_lost_after_a_power_fault(
     for op in lost["ops"]:
         assert acked[op["complete_index"]]["lsn"] == op["lsn"]
     assert lost["count"] >= len(lost["ops"]) > 0
+
+
+def test_an_aimed_fault_strikes_a_moment_and_the_report_says_so(store: Path) -> None:
+    """`--nemesis aimed`: seed AIMED_SEED's first fault cuts the primary off, watches the term
+    being won and strikes one of its roles; results.json and the report's Moments table count
+    the strike, and the run stays valid."""
+    result = harness(
+        "run", "--cluster", "safekeeper", "--workload", "set", "--nemesis", "aimed",
+        "--time", "45", "--settle", "2", "--seed", str(AIMED_SEED), "--store", str(store),
+    )  # fmt: skip
+    run = (store / "latest").resolve()
+    results = json.loads((run / "results.json").read_text())
+    assert result.returncode == 0, results
+    assert "moments reached: term-won" in result.stdout
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    started = [e["value"] for e in history if e["f"] == "start-aimed" and e["type"] == "info"]
+    assert started and started[0]["reached"] and started[0]["strike"], started
+    struck = started[0]
+    table = {m["moment"]: m for m in results["checkers"]["cluster-state"]["moments"]}
+    key = f"{struck['strike']['fault']} on {struck['role']}"
+    assert table[struck["moment"]]["aimed"] == {key: 1}, table
+    page = (run / "report.html").read_text()
+    assert '<h2 id="moments">Moments</h2>' in page and key in page

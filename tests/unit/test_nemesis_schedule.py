@@ -143,9 +143,12 @@ def test_all_means_every_fault_kind_the_node_count_and_backend_allow() -> None:
         "power",
         *leader,
         "composite",
+        "aimed",
     ]
     without_power = [p.name for p in nemesis.packages(["all"], 5, power=False)]
-    assert without_power == ["partition", "kill", "pause", "clock", "packet", *leader, "composite"]
+    assert without_power == [
+        "partition", "kill", "pause", "clock", "packet", *leader, "composite", "aimed"
+    ]  # fmt: skip
     assert nemesis.packages(["none"], 5) == []
     assert nemesis.needs_power(["all"]) and nemesis.needs_power(["kill", "power"])
     assert not nemesis.needs_power(["kill", "partition"])
@@ -214,6 +217,7 @@ def test_the_same_seed_gives_the_same_schedule() -> None:
         "clock",
         "packet",
         "power",
+        "aimed",
     }
 
 

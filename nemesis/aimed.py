@@ -1,0 +1,206 @@
+"""The aimed nemesis (`--nemesis aimed`, part of `all`): faults that strike at a moment of the
+protocol rather than at a time drawn in advance.
+
+A schedule drawn in advance almost never strikes between a vote and a term's first record, or
+while a new leader still holds its predecessor's prepared transactions: those last a second or
+less. An aimed fault brings a moment about and watches for it:
+
+1. **Provoke.** A moment the cluster kind declares (checkers/moments.py) says what brings it
+   about: the loss of the node that leads (it is partitioned off alone, killed or paused: clients
+   stay connected to a partitioned one), for the rest of the fault or only until another node
+   leads (a deposed primary then rebuilds); or a node that does not lead cut off for a few
+   seconds and let back (it then has to catch up).
+2. **Watch.** The fault polls the cluster every POLL_EVERY seconds, as the harness's own polls
+   do but five times as often, and feeds each round to the moment, until it holds (or WATCH_S).
+3. **Strike.** After a delay drawn from the seed, one of the moment's roles, the first of an
+   order drawn from the seed that has nodes, is killed, paused, partitioned off alone or (where
+   the backend has the power layer) loses power.
+
+The strike and the provocation stay until the fault's end in the schedule, which undoes both.
+Everything is drawn when the schedule is planned (moment, roles' order, provocation, strike,
+delay, how long a follower is cut off); only who plays the roles is known when the moment comes.
+On a kind whose moments include `term-won` and with the nodes seed 003 needs, the schedule also
+draws seed 003's history (`partition-seed003`) as one of its scenarios.
+
+The start's info value says what happened: {"moment", "role", "provocation": {…}, "seen_s" (when
+the moment was seen, from the fault's start), "roles" (who played which part), "strike": {…}
+(what struck whom)} or "reached": false when the moment did not come.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from checkers.moments import LeaderChanged, Moment, Roles, leading
+from clusters.kinds.base import ClusterKind
+from core.polls import Round
+from nemesis import grudges, partition
+from nemesis.fault import Fault, on_nodes
+from nemesis.kill import Kill
+from nemesis.partition import Partition
+from nemesis.pause import Pause
+from nemesis.power import Power
+from nemesis.seed003 import MIN_NODES as SEED003_NODES
+from nemesis.seed003 import Seed003
+
+POLL_EVERY = 0.2  # seconds between the fault's own polls while it watches
+WATCH_S = 30.0  # how long it watches for the moment once provoked
+DELAY_S = (0.0, 1.5)  # the strike's delay after the moment is seen, drawn from the seed
+CUT_S = (3.0, 8.0)  # how long a follower is cut off before it is let back
+PROVOCATIONS = ("partition", "kill", "pause")
+STRIKES = ("kill", "pause", "partition")
+POWER = "power"
+MIN_NODES = 2  # a leader and another
+
+
+class Aimed(Fault):
+    name = "aimed"
+
+    def __init__(
+        self,
+        moment: type[Moment],
+        roles: tuple[str, ...],
+        provocation: str,
+        strike: str,
+        delay: float,
+        cut: float,
+        pick: float,
+    ) -> None:
+        self.moment = moment
+        self.roles = roles  # in the order they are tried
+        self.provocation = provocation
+        self.strike = strike
+        self.delay = delay
+        self.cut = cut
+        self.pick = pick  # which follower is cut off, of those the moment names, in [0, 1)
+        self.faults: list[Fault] = []  # in place now, in the order they started
+
+    @classmethod
+    def planned(
+        cls,
+        nodes: list[str],
+        rng: random.Random,
+        moments: tuple[type[Moment], ...] = (),
+        power: bool = False,
+    ) -> Fault:
+        """A fault aimed at one of the kind's `moments` (a failover where it declares none), or
+        seed 003's history where the kind can have it."""
+        moments = moments or (LeaderChanged,)
+        scenarios: list[type[Moment] | None] = list(moments)
+        if any(m.name == "term-won" for m in moments) and len(nodes) >= SEED003_NODES:
+            scenarios.append(None)  # seed 003's history
+        chosen = rng.choice(scenarios)
+        if chosen is None:
+            return Seed003.planned(nodes, rng)
+        roles = tuple(rng.sample(chosen.roles, len(chosen.roles)))
+        strikes = (*STRIKES, POWER) if power else STRIKES
+        return cls(
+            chosen,
+            roles,
+            rng.choice(PROVOCATIONS),
+            rng.choice(strikes),
+            round(rng.uniform(*DELAY_S), 2),
+            round(rng.uniform(*CUT_S), 2),
+            rng.random(),
+        )
+
+    def plan(self) -> dict[str, Any]:
+        return {
+            "fault": self.name,
+            "moment": self.moment.name,
+            "roles_tried": list(self.roles),
+            "provoke": self.moment.provoke,
+            "provocation": self.provocation,
+            "strike_with": self.strike,
+            "delay_s": self.delay,
+        } | ({"cut_s": self.cut} if self.moment.provoke == "follower" else {})
+
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        began = time.monotonic()
+        names = [n.name for n in cluster.nodes]
+        observer = self.moment()
+
+        def round_now() -> Round:
+            polled = cluster.poll()
+            return Round(time=int((time.monotonic() - began) * 1e9), nodes=polled)
+
+        first = round_now()
+        observer.observe(first)  # what the moment compares with: who leads, the terms held
+        value = self.plan()
+        provoked = self._provoke(cluster, names, first)
+        value["provoked"] = provoked
+        if provoked.get("error"):
+            return value | {"reached": False}
+        deadline = time.monotonic() + WATCH_S
+        roles: Roles | None = None
+        while roles is None and time.monotonic() < deadline:
+            time.sleep(POLL_EVERY)
+            roles = observer.observe(round_now())
+        if roles is None:
+            return value | {"reached": False, "watched_s": WATCH_S}
+        seen = round(time.monotonic() - began, 2)
+        role = next((r for r in self.roles if roles.get(r)), None)
+        value |= {"reached": True, "seen_s": seen, "roles": roles, "role": role}
+        if role is None:
+            return value | {"strike": None, "why": "no node plays any of the moment's roles"}
+        time.sleep(self.delay)
+        struck = self._strike(cluster, names, sorted(roles[role]))
+        return value | {"strike": struck, "struck_s": round(time.monotonic() - began, 2)}
+
+    def _provoke(self, cluster: ClusterKind, names: list[str], first: Round) -> dict[str, Any]:
+        """Bring the moment about: the leader lost, or a follower cut off and let back."""
+        if self.moment.provoke == "follower":
+            followers = self.moment.followers(first)
+            if not followers:
+                return {"error": "no node that does not lead answered the poll"}
+            cut = followers[int(self.pick * len(followers))]
+            grudge = grudges.isolate(names, [cut])
+            on_nodes(cluster.nodes, lambda node: partition.apply(node, grudge))
+            time.sleep(self.cut)
+            on_nodes(cluster.nodes, partition.heal)
+            return {"fault": "partition", "cut_off": cut, "for_s": self.cut}
+        leader = cluster.leader()
+        if leader is None:
+            return {"error": "no node leads"}
+        fault = self._make(self.provocation, names, [leader])
+        done = self._begin(cluster, fault) | {"target": leader}
+        if self.moment.provoke != "leader-back":
+            return done
+        # lost until another leads, then back: what a deposed primary then does is the moment
+        began = time.monotonic()
+        while time.monotonic() - began < WATCH_S:
+            if [n for n in leading(Round(time=0, nodes=cluster.poll())) if n != leader]:
+                break
+            time.sleep(POLL_EVERY)
+        self.faults.remove(fault)
+        fault.stop(cluster)
+        return done | {"back_after_s": round(time.monotonic() - began, 2)}
+
+    def _strike(self, cluster: ClusterKind, names: list[str], nodes: list[str]) -> dict[str, Any]:
+        return self._begin(cluster, self._make(self.strike, names, nodes))
+
+    def _make(self, what: str, names: list[str], nodes: list[str]) -> Fault:
+        """A fault on exactly these nodes; a partition cuts them off alone, on top of any
+        partition already in place (the provocation's)."""
+        if what == "partition":
+            grudge = grudges.isolate(names, nodes)
+            for f in self.faults:
+                if isinstance(f, Partition) and f.grudge is not None:
+                    grudge = {n: grudge[n] | f.grudge.get(n, frozenset()) for n in names}
+            return Partition("aimed", grudge)
+        cls = {"kill": Kill, "pause": Pause, POWER: Power}[what]
+        return cls("role", nodes)
+
+    def _begin(self, cluster: ClusterKind, fault: Fault) -> dict[str, Any]:
+        self.faults.append(fault)  # before it starts: a partial start must be undone too
+        return fault.start(cluster)
+
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        """Undo the strike, then the provocation (a partition's heal removes both)."""
+        undone = []
+        for fault in reversed(list(self.faults)):
+            undone.append(fault.stop(cluster))
+            self.faults.remove(fault)
+        return self.plan() | {"undone": undone}

@@ -1,0 +1,142 @@
+"""The aimed nemesis on a real safekeeper cluster (two computes, three safekeepers), tested by
+its effects: it brings the moment about, sees it in the cluster's own polls, and the role it
+names is struck (its processes gone, or stopped), while the provocation still holds (the deposed
+primary cannot reach the safekeepers); its stop undoes both."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from checkers.moments import CatchUp, Rebuild, TermWon
+from clusters.docker_backend import DockerBackend
+from clusters.kinds.safekeeper import SK_PORT, SafekeeperCluster
+from nemesis.aimed import Aimed
+from nemesis.processes import process_table, tree
+from tests.integration.conftest import eventually
+from tests.integration.test_failover import params, with_table
+from tests.integration.test_safekeeper_cluster import TABLE
+
+pytestmark = pytest.mark.docker
+
+SERVES_WITHIN = 120.0  # a liveness bound after the fault's stop: a takeover and a rebuild
+
+
+@pytest.fixture(scope="module")
+def cluster(docker_backend: DockerBackend, module_cluster_name: str) -> Iterator[SafekeeperCluster]:
+    yield from with_table(docker_backend, module_cluster_name, {"safekeepers": 3, "computes": 2})
+
+
+def running(cluster: SafekeeperCluster, name: str) -> dict[str, str]:
+    """Each of the kind's processes that runs on node `name`, with its state (T: stopped)."""
+    node = next(n for n in cluster.nodes if n.name == name)
+    procs = process_table(node)
+    found = {}
+    for process, pattern in cluster.processes().items():
+        if pids := tree(procs, pattern):
+            found[process] = next(p.state for p in procs if p.pid == pids[0])
+    return found
+
+
+def reaches(cluster: SafekeeperCluster, source: str, target: str, port: int) -> bool:
+    node = next(n for n in cluster.nodes if n.name == source)
+    probe = f"timeout 3 bash -c 'exec 3<>/dev/tcp/{target}/{port}'"
+    return node.exec(probe, check=False).code == 0
+
+
+def serving(cluster: SafekeeperCluster) -> str | None:
+    leader = cluster.leader()
+    node = next((n for n in cluster.computes() if n.name == leader), None)
+    return leader if node and cluster.agent_status(node).get("serving") else None
+
+
+class Writer:
+    """A client inserting rows one after another, as a workload would (errors while the
+    cluster fails over are expected and passed over)."""
+
+    def __init__(self, cluster: SafekeeperCluster) -> None:
+        self.ep = cluster.endpoints()[0]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.acked = 0
+
+    def run(self) -> None:
+        value = 50_000_000
+        while not self.stop.is_set():
+            value += 1
+            try:
+                with psycopg.connect(**params(self.ep), autocommit=True) as conn:
+                    while not self.stop.is_set():
+                        conn.execute(f"INSERT INTO {TABLE} VALUES (%s)", (value,))
+                        value += 1
+                        self.acked += 1
+            except psycopg.Error:
+                time.sleep(0.2)
+
+    def __enter__(self) -> Writer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
+def test_a_term_won_strikes_the_new_leader_while_the_deposed_is_cut_off(
+    cluster: SafekeeperCluster,
+) -> None:
+    old = serving(cluster)
+    assert old is not None
+    fault = Aimed(TermWon, ("new-leader",), "partition", "kill", 0.2, 3.0, 0.0)
+    try:
+        value = fault.start(cluster)
+        assert value["provoked"]["target"] == old
+        assert value["reached"] and value["role"] == "new-leader", value
+        struck = value["strike"]["targets"]
+        assert struck and old not in struck and value["roles"]["deposed"] == [old]
+        assert all(not running(cluster, n) for n in struck)  # killed, every process of the kind
+        keeper = cluster.safekeepers()[0].name
+        assert not reaches(cluster, old, keeper, SK_PORT)  # the provocation still holds
+    finally:
+        fault.stop(cluster)
+    assert reaches(cluster, old, keeper, SK_PORT)
+    for name in struck:
+        assert eventually(lambda n=name: "proxy" in running(cluster, n), f"{name}'s agent back")
+    eventually(lambda: serving(cluster), "a compute serving again", SERVES_WITHIN)
+
+
+def test_a_catch_up_strikes_the_safekeeper_behind_the_commit(cluster: SafekeeperCluster) -> None:
+    eventually(lambda: serving(cluster), "a compute serving", SERVES_WITHIN)
+    fault = Aimed(CatchUp, ("catching-up",), "partition", "pause", 0.0, 6.0, 0.5)
+    with Writer(cluster) as writer:
+        try:
+            value = fault.start(cluster)
+            assert value["provoked"]["fault"] == "partition", value
+            cut = value["provoked"]["cut_off"]
+            assert cut in [n.name for n in cluster.safekeepers()]
+            assert value["reached"] and value["roles"]["catching-up"] == [cut], value
+            assert value["strike"]["targets"] == [cut]
+            assert running(cluster, cut)["safekeeper"].startswith("T")  # stopped
+        finally:
+            fault.stop(cluster)
+        assert not running(cluster, cut)["safekeeper"].startswith("T")
+        assert writer.acked > 0
+
+
+def test_a_rebuild_strikes_the_deposed_primary_once_it_is_back(cluster: SafekeeperCluster) -> None:
+    old = eventually(lambda: serving(cluster), "a compute serving", SERVES_WITHIN)
+    fault = Aimed(Rebuild, ("rebuilding",), "partition", "kill", 0.0, 3.0, 0.0)
+    try:
+        value = fault.start(cluster)
+        assert value["provoked"]["target"] == old and value["provoked"]["back_after_s"] < 30
+        assert value["reached"] and value["roles"]["rebuilding"] == [old], value
+        assert value["strike"]["targets"] == [old]
+        assert not running(cluster, old)  # killed while it rebuilt
+        assert all(reaches(cluster, old, n.name, SK_PORT) for n in cluster.safekeepers())
+    finally:
+        fault.stop(cluster)
+    assert eventually(lambda: "proxy" in running(cluster, old), f"{old}'s agent back")

@@ -1,0 +1,78 @@
+"""The aimed nemesis's plan: what the seed draws (moment, roles' order, provocation, strike,
+delay), drawn among the moments the kind declares, and seed 003's history as one of its
+scenarios where the kind and the nodes allow it. Its effect on real nodes is tested in
+tests/integration/test_aimed.py."""
+
+from __future__ import annotations
+
+import random
+from itertools import islice
+
+import nemesis
+from checkers.moments import CatchUp, LeaderChanged, Takeover, TermWon
+from nemesis.aimed import PROVOCATIONS, STRIKES, Aimed
+from nemesis.partition import Partition
+from nemesis.schedule import plan
+from nemesis.seed003 import Seed003
+
+NODES = [f"n{i}" for i in range(1, 6)]
+
+
+def drawn(count: int, seed: int = 0, **kw: object) -> list[object]:
+    rng = random.Random(seed)
+    return [Aimed.planned(NODES, rng, **kw) for _ in range(count)]  # type: ignore[arg-type]
+
+
+def test_the_seed_fixes_every_choice() -> None:
+    moments = (TermWon, Takeover, CatchUp)
+    first = [f.plan() for f in drawn(30, moments=moments)]
+    assert first == [f.plan() for f in drawn(30, moments=moments)]
+    assert first != [f.plan() for f in drawn(30, seed=1, moments=moments)]
+
+
+def test_it_aims_at_the_kinds_moments_and_strikes_each_way() -> None:
+    faults = [f for f in drawn(400, moments=(Takeover, CatchUp)) if isinstance(f, Aimed)]
+    assert len(faults) == 400  # no term-won: seed 003's history is not among them
+    assert {f.moment for f in faults} == {Takeover, CatchUp}
+    assert {f.strike for f in faults} == set(STRIKES)  # no power unless the backend has it
+    assert {f.provocation for f in faults} == set(PROVOCATIONS)
+    for f in faults:
+        assert sorted(f.roles) == sorted(f.moment.roles) and 0 <= f.delay <= 1.5
+        assert ("cut_s" in f.plan()) == (f.moment.provoke == "follower")
+
+
+def test_power_is_struck_only_where_the_backend_can_cut_it() -> None:
+    faults = drawn(200, moments=(Takeover,), power=True)
+    assert "power" in {f.strike for f in faults if isinstance(f, Aimed)}
+
+
+def test_seed003_is_one_of_its_scenarios_on_a_cluster_that_can_have_it() -> None:
+    faults = drawn(300, moments=(TermWon, Takeover))
+    seed003 = [f for f in faults if isinstance(f, Seed003)]
+    assert 60 < len(seed003) < 140  # one scenario in three
+    assert seed003[0].plan()["shape"] == "seed003"
+    rng = random.Random(0)
+    four = [Aimed.planned(NODES[:4], rng, moments=(TermWon,)) for _ in range(50)]
+    assert not any(isinstance(f, Seed003) for f in four)  # seed 003 needs five nodes
+
+
+def test_a_kind_that_declares_no_moment_is_aimed_at_its_failovers() -> None:
+    assert {f.moment for f in drawn(20)} == {LeaderChanged}  # type: ignore[attr-defined]
+
+
+def test_a_partition_strike_adds_to_the_provocations_partition() -> None:
+    aimed = Aimed(TermWon, TermWon.roles, "partition", "partition", 0.0, 3.0, 0.5)
+    aimed.faults.append(aimed._make("partition", NODES, ["n1"]))  # the leader cut off
+    strike = aimed._make("partition", NODES, ["n4"])
+    assert isinstance(strike, Partition) and strike.grudge is not None
+    assert strike.grudge["n1"] == frozenset(NODES) - {"n1"}  # still cut off
+    assert strike.grudge["n4"] == frozenset(NODES) - {"n4"}
+    assert strike.grudge["n2"] == frozenset({"n1", "n4"})
+
+
+def test_the_package_is_bound_to_the_kinds_moments_and_joins_all() -> None:
+    chosen = nemesis.packages(["aimed"], 5, power=False, moments=(Takeover,))
+    steps = list(islice(plan(chosen, NODES, 3, 10.0), 20))
+    assert {s.fault.plan()["moment"] for s in steps} == {"takeover"}
+    assert "aimed" in [p.name for p in nemesis.packages(["all"], 5)]
+    assert "aimed" not in [p.name for p in nemesis.packages(["all"], 1)]
