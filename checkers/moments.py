@@ -268,7 +268,7 @@ def coverage(
         for _, _, value in started:
             strike = value.get("strike") or {}
             if value.get("moment") == moment.name and strike.get("fault"):
-                key = f"{strike['fault']} on {value.get('role')}"
+                key = f"{strike['fault']} on {value.get('role')}" + _provoked(value)
                 aimed[key] = aimed.get(key, 0) + 1
         table.append(
             {
@@ -281,6 +281,21 @@ def coverage(
             }
         )
     return table
+
+
+PROVOKED = {"partition": "cut off", "kill": "killed", "pause": "paused"}
+
+
+def _provoked(value: dict[str, Any]) -> str:
+    """How the aimed fault brought the moment about, as its key in the table says it: the
+    leader cut off (its clients still connected), killed or paused, or a follower cut off."""
+    if value.get("provoke") == "follower":
+        return ", a follower cut off"
+    done = PROVOKED.get(str(value.get("provocation")))
+    if done is None:
+        return ""
+    back = " and back" if value.get("provoke") == "leader-back" else ""
+    return f", the leader {done}{back}"
 
 
 def _struck_at(op: Op) -> float:

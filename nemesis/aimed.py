@@ -13,8 +13,9 @@ less. An aimed fault brings a moment about and watches for it:
 2. **Watch.** The fault polls the cluster every POLL_EVERY seconds, as the harness's own polls
    do but five times as often, and feeds each round to the moment, until it holds (or WATCH_S).
 3. **Strike.** After a delay drawn from the seed, one of the moment's roles, the first of an
-   order drawn from the seed that has nodes, is killed, paused, partitioned off alone or (where
-   the backend has the power layer) loses power.
+   order drawn from the seed that has nodes, is killed (restarted at the fault's end), crashed
+   and restarted at once, paused, partitioned off alone or (where the backend has the power
+   layer) loses power.
 
 The strike and the provocation stay until the fault's end in the schedule, which undoes both.
 Everything is drawn when the schedule is planned (moment, roles' order, provocation, strike,
@@ -36,9 +37,9 @@ from typing import Any
 from checkers.moments import LeaderChanged, Moment, Roles, leading
 from clusters.kinds.base import ClusterKind
 from core.polls import Round
-from nemesis import grudges, partition
-from nemesis.fault import Fault, on_nodes
-from nemesis.kill import Kill
+from nemesis import grudges
+from nemesis.fault import Fault
+from nemesis.kill import Kill, Restart
 from nemesis.partition import Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
@@ -50,7 +51,7 @@ WATCH_S = 30.0  # how long it watches for the moment once provoked
 DELAY_S = (0.0, 1.5)  # the strike's delay after the moment is seen, drawn from the seed
 CUT_S = (3.0, 8.0)  # how long a follower is cut off before it is let back
 PROVOCATIONS = ("partition", "kill", "pause")
-STRIKES = ("kill", "pause", "partition")
+STRIKES = ("kill", "restart", "pause", "partition")
 POWER = "power"
 MIN_NODES = 2  # a leader and another
 
@@ -156,10 +157,10 @@ class Aimed(Fault):
             if not followers:
                 return {"error": "no node that does not lead answered the poll"}
             cut = followers[int(self.pick * len(followers))]
-            grudge = grudges.isolate(names, [cut])
-            on_nodes(cluster.nodes, lambda node: partition.apply(node, grudge))
+            fault = self._make("partition", names, [cut])
+            self._begin(cluster, fault)
             time.sleep(self.cut)
-            on_nodes(cluster.nodes, partition.heal)
+            self._end(cluster, fault)
             return {"fault": "partition", "cut_off": cut, "for_s": self.cut}
         leader = cluster.leader()
         if leader is None:
@@ -174,8 +175,7 @@ class Aimed(Fault):
             if [n for n in leading(Round(time=0, nodes=cluster.poll())) if n != leader]:
                 break
             time.sleep(POLL_EVERY)
-        self.faults.remove(fault)
-        fault.stop(cluster)
+        self._end(cluster, fault)
         return done | {"back_after_s": round(time.monotonic() - began, 2)}
 
     def _strike(self, cluster: ClusterKind, names: list[str], nodes: list[str]) -> dict[str, Any]:
@@ -190,17 +190,19 @@ class Aimed(Fault):
                 if isinstance(f, Partition) and f.grudge is not None:
                     grudge = {n: grudge[n] | f.grudge.get(n, frozenset()) for n in names}
             return Partition("aimed", grudge)
-        cls = {"kill": Kill, "pause": Pause, POWER: Power}[what]
+        cls = {"kill": Kill, "restart": Restart, "pause": Pause, POWER: Power}[what]
         return cls("role", nodes)
 
     def _begin(self, cluster: ClusterKind, fault: Fault) -> dict[str, Any]:
         self.faults.append(fault)  # before it starts: a partial start must be undone too
         return fault.start(cluster)
 
+    def _end(self, cluster: ClusterKind, fault: Fault) -> dict[str, Any]:
+        done = fault.stop(cluster)
+        self.faults.remove(fault)  # after: a stop that fails leaves it for the fault's own stop
+        return done
+
     def stop(self, cluster: ClusterKind) -> dict[str, Any]:
         """Undo the strike, then the provocation (a partition's heal removes both)."""
-        undone = []
-        for fault in reversed(list(self.faults)):
-            undone.append(fault.stop(cluster))
-            self.faults.remove(fault)
+        undone = [self._end(cluster, fault) for fault in reversed(list(self.faults))]
         return self.plan() | {"undone": undone}

@@ -47,3 +47,15 @@ class Kill(ProcessFault):
         done = on_nodes(by_name(cluster, list(self.killed)), restart)
         self.killed = {n: left for n, left in self.killed.items() if left}
         return self.plan() | {"restarted": {n: started for n, started in done.items() if started}}
+
+
+class Restart(Kill):
+    """A crash and an immediate restart: the processes come back while the moment that was
+    struck still holds (a voter restarted between its vote and the term's first record must
+    come back with its vote)."""
+
+    name = "restart"
+
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        killed = super().start(cluster)
+        return killed | {"restarted": super().stop(cluster)["restarted"]}

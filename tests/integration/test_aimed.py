@@ -5,6 +5,7 @@ primary cannot reach the safekeepers); its stop undoes both."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -15,14 +16,15 @@ import pytest
 from checkers.moments import CatchUp, Rebuild, TermWon
 from clusters.docker_backend import DockerBackend
 from clusters.kinds.safekeeper import SK_PORT, SafekeeperCluster
+from core.polls import SafekeeperPoll
 from nemesis.aimed import Aimed
 from nemesis.processes import process_table, tree
 from tests.integration.conftest import eventually
 from tests.integration.test_failover import params, with_table
-from tests.integration.test_safekeeper_cluster import TABLE
 
 pytestmark = pytest.mark.docker
 
+PADDED = "aimed_rows"
 SERVES_WITHIN = 120.0  # a liveness bound after the fault's stop: a takeover and a rebuild
 
 
@@ -56,7 +58,10 @@ def serving(cluster: SafekeeperCluster) -> str | None:
 
 class Writer:
     """A client inserting rows one after another, as a workload would (errors while the
-    cluster fails over are expected and passed over)."""
+    cluster fails over are expected and passed over). Each row carries PADDING bytes, so that
+    a safekeeper cut off for seconds falls well behind the commit even on a loaded machine."""
+
+    PADDING = 4096
 
     def __init__(self, cluster: SafekeeperCluster) -> None:
         self.ep = cluster.endpoints()[0]
@@ -65,14 +70,13 @@ class Writer:
         self.acked = 0
 
     def run(self) -> None:
-        value = 50_000_000
         while not self.stop.is_set():
-            value += 1
             try:
                 with psycopg.connect(**params(self.ep), autocommit=True) as conn:
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS {PADDED} (pad text)")
                     while not self.stop.is_set():
-                        conn.execute(f"INSERT INTO {TABLE} VALUES (%s)", (value,))
-                        value += 1
+                        pad = secrets.token_hex(self.PADDING // 2)  # Postgres compresses no LZ run
+                        conn.execute(f"INSERT INTO {PADDED} VALUES (%s)", (pad,))
                         self.acked += 1
             except psycopg.Error:
                 time.sleep(0.2)
@@ -140,3 +144,34 @@ def test_a_rebuild_strikes_the_deposed_primary_once_it_is_back(cluster: Safekeep
     finally:
         fault.stop(cluster)
     assert eventually(lambda: "proxy" in running(cluster, old), f"{old}'s agent back")
+
+
+def test_a_term_won_restarts_its_voters_at_once_and_they_keep_their_vote(
+    cluster: SafekeeperCluster,
+) -> None:
+    eventually(lambda: serving(cluster), "a compute serving", SERVES_WITHIN)
+    pattern = cluster.processes()["safekeeper"]
+    keepers = {n.name: n for n in cluster.safekeepers()}
+
+    def pid(name: str) -> int | None:
+        found = tree(process_table(keepers[name]), pattern)
+        return found[0] if found else None
+
+    def term(name: str) -> int | None:
+        state = cluster.poll().get(name)
+        return state.term if isinstance(state, SafekeeperPoll) else None
+
+    before = {name: pid(name) for name in keepers}
+    held = max(term(name) or 0 for name in keepers)
+    fault = Aimed(TermWon, ("voters",), "kill", "restart", 0.0, 3.0, 0.0)
+    try:
+        value = fault.start(cluster)
+        voters = value["strike"]["targets"]
+        assert value["reached"] and voters == value["roles"]["voters"], value
+        for name in voters:
+            assert pid(name) not in (None, before[name])  # a new process, running now
+            # back with the vote it gave in the term won after `held`
+            assert eventually(lambda n=name: (term(n) or 0) > held, f"{name} answering")
+    finally:
+        fault.stop(cluster)
+    eventually(lambda: serving(cluster), "a compute serving again", SERVES_WITHIN)

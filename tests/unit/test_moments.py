@@ -166,7 +166,24 @@ def test_coverage_counts_what_was_reached_and_what_struck_while_it_held() -> Non
         nemesis_op(
             10.2,
             "start-aimed",
-            {"moment": "takeover", "role": "donor", "strike": {"fault": "power"}},
+            {
+                "moment": "takeover",
+                "role": "donor",
+                "strike": {"fault": "power"},
+                "provoke": "leader",
+                "provocation": "partition",
+            },
+        ),
+        nemesis_op(
+            40,
+            "start-aimed",
+            {
+                "moment": "takeover",
+                "role": "donor",
+                "strike": {"fault": "power"},
+                "provoke": "leader-back",
+                "provocation": "kill",
+            },
         ),
     ]
     table = coverage(TAKEOVER_ROUNDS, [Takeover, Rebuild], ops)
@@ -176,21 +193,32 @@ def test_coverage_counts_what_was_reached_and_what_struck_while_it_held() -> Non
         "reached": 1,
         "first_s": 10.0,
         "struck": {"kill": 1, "pause": 1, "power": 1},
-        "aimed": {"power on donor": 1},
+        "aimed": {
+            "power on donor, the leader cut off": 1,
+            "power on donor, the leader killed and back": 1,
+        },
     }
     assert table[1]["reached"] == 0 and table[1]["struck"] == {} and table[1]["aimed"] == {}
-    assert reached(table, "takeover") == 1 and reached(table, "rebuild") == 0
+    assert reached(table, "takeover") == 2 and reached(table, "rebuild") == 0  # two strikes
     assert reached(table, "no-such-moment") == 0
 
 
 def test_an_aimed_strike_counts_as_reached_though_the_polls_missed_it() -> None:
     ops = [
         nemesis_op(
-            3, "start-aimed", {"moment": "rebuild", "strike": {"fault": "kill"}, "role": "leader"}
+            3,
+            "start-aimed",
+            {
+                "moment": "rebuild",
+                "strike": {"fault": "kill"},
+                "role": "leader",
+                "provoke": "follower",
+            },
         )
     ]
     table = coverage(TAKEOVER_ROUNDS, [Rebuild], ops)
     assert table[0]["reached"] == 0 and reached(table, "rebuild") == 1
+    assert table[0]["aimed"] == {"kill on leader, a follower cut off": 1}
 
 
 def test_the_cluster_state_checker_gives_the_table_beside_its_verdict(tmp_path: Any) -> None:
