@@ -384,15 +384,18 @@ class AcknowledgedOnQuorum(_Keepers):
 
     def report(self, evidence: Evidence) -> list[Anomaly]:
         """The acknowledged writes (with their `lsn`) that a poll sent after their
-        acknowledgement found beyond what a quorum of the safekeepers held, each named once: at
-        most two anomalies a poll (none held it; fewer than a quorum did), with up to
-        MOST_NAMED of its writes. A safekeeper that did not answer may hold everything. Polls
-        without `begun` (written before it was recorded) are passed over."""
+        acknowledgement found beyond what a quorum of the safekeepers held: at most two
+        anomalies a poll (none held it; fewer than a quorum did), with up to MOST_NAMED of its
+        writes. A safekeeper that did not answer may hold everything, so a write first named
+        beyond the quorum is named lost too if a later poll, answered by every safekeeper, finds
+        none holding it; otherwise each write is named once. Polls without `begun` (written
+        before it was recorded) are passed over."""
         keepers = self.keepers()
         quorum = len(keepers) // 2 + 1
         acked = sorted((op for op in evidence.writes if op.get("lsn") is not None),
                        key=lambda op: op["complete_time"])  # fmt: skip
-        pending: list[tuple[int, int]] = []  # (lsn, position in acked) of writes not yet named
+        pending: list[tuple[int, int]] = []  # (lsn, position in acked) of writes not named lost
+        short: set[int] = set()  # positions of those already named beyond the quorum
         i = 0
         found: list[Anomaly] = []
         for r in self.rounds:
@@ -408,14 +411,16 @@ class AcknowledgedOnQuorum(_Keepers):
             if beyond == len(pending):
                 continue
             gone = bisect.bisect_right(pending, (reach[0], len(acked)))
-            named = [acked[at] for _, at in pending[beyond:]]
-            del pending[beyond:]
-            split = gone - beyond
-            for kind, ops in (
-                ("acknowledged-write-beyond-quorum", named[:split]),
-                ("lost-acknowledged-write", named[split:]),
+            fewer = [at for _, at in pending[beyond:gone] if at not in short]
+            lost = [at for _, at in pending[gone:]]
+            short.update(fewer)
+            del pending[gone:]
+            for kind, ats in (
+                ("acknowledged-write-beyond-quorum", fewer),
+                ("lost-acknowledged-write", lost),
             ):
-                if ops:
+                if ats:
+                    ops = [acked[at] for at in sorted(ats)]
                     found.append(_beyond_quorum(kind, ops, r, flushes, quorum))
         return found
 

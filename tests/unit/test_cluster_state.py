@@ -446,18 +446,18 @@ def test_elections_under_a_fault_or_right_after_it_or_few_are_no_anomaly(
 
 
 def _powered_run(
-    tmp_path: Path, write_history: Any, after: dict[str, int | None]
+    tmp_path: Path, write_history: Any, *after: dict[str, int | None]
 ) -> tuple[Path, Path]:
     """Three safekeepers hold WAL to 1000 while adds are acknowledged, each past 100·i; at
-    the poll sent at 9.5 s their flush positions are `after` (None: no answer). The last add
-    is acknowledged at 9.7 s, after that poll was sent, and held to no poll."""
+    the polls sent at 9.5 s (and each second after) their flush positions are those of
+    `after` (None: no answer). The last add is acknowledged at 9.7 s, after the first of those
+    polls was sent, and held to no poll."""
     polls = tmp_path / "cluster.jsonl"
     before = {n: safekeeper(1, [[1, 0]], 100, 1000) for n in ("n3", "n4", "n5")}
-    later = {n: safekeeper(1, [[1, 0]], 100, f) for n, f in after.items() if f is not None}
-    rounds = [
-        {"time": 5 * S, "begun": 5 * S - 20 * MS, "nodes": before},
-        {"time": 10 * S, "begun": 9_500 * MS, "nodes": later},
-    ]
+    rounds = [{"time": 5 * S, "begun": 5 * S - 20 * MS, "nodes": before}]
+    for k, flushes in enumerate(after):
+        later = {n: safekeeper(1, [[1, 0]], 100, f) for n, f in flushes.items() if f is not None}
+        rounds.append({"time": (10 + k) * S, "begun": (9_500 + 1000 * k) * MS, "nodes": later})
     polls.write_text("".join(json.dumps(r) + "\n" for r in rounds))
     events: list[tuple[int, dict[str, Any]]] = []
     for i in range(1, 10):
@@ -496,6 +496,27 @@ def test_acknowledged_writes_only_a_minority_holds_are_beyond_the_quorum(
     (beyond,) = result["anomalies"]
     assert [op["value"] for op in beyond["ops"]] == [7, 8]  # n3 alone holds them
     assert "fewer than a quorum (2) hold it" in beyond["explanation"]
+
+
+def test_writes_beyond_the_quorum_while_a_safekeeper_is_silent_are_lost_once_it_answers(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    """n5 does not answer the first poll after the power fault (it may hold everything), then
+    answers with less: the writes first named beyond the quorum that no safekeeper holds are
+    named lost, and those a minority still holds are not named again."""
+    history, polls = _powered_run(
+        tmp_path, write_history,
+        {"n3": 650, "n4": 450, "n5": None},
+        {"n3": 650, "n4": 450, "n5": 300},
+        {"n3": 650, "n4": 450, "n5": 300},
+    )  # fmt: skip
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    named = [(a["type"], [op["value"] for op in a["ops"]]) for a in result["anomalies"]]
+    assert named == [
+        ("acknowledged-write-beyond-quorum", [7, 8]),  # n5 silent: only n3 answered holding 5, 6
+        ("acknowledged-write-beyond-quorum", [5, 6]),
+        ("lost-acknowledged-write", [7, 8, 9]),
+    ]
 
 
 @pytest.mark.parametrize(
