@@ -118,7 +118,10 @@ def _standing(r: Round, term: int, deposed: str | None) -> list[str]:
 
 class TermWon(_Leaders):
     """The highest term a safekeeper holds rose: a proposer won a term (seed 003's moment: its
-    voters hold the term before any of them holds its first record)."""
+    voters hold the term before any of them holds its first record). It holds from the round
+    that shows the rise for as long as some voter lacks the term's first record, so that a
+    round in which the new leader's own poll went unanswered is not the only chance to name
+    it."""
 
     name = "term-won"
     about = "a proposer won a new term: its voters hold the term, some not yet its first record"
@@ -127,22 +130,29 @@ class TermWon(_Leaders):
     def __init__(self) -> None:
         super().__init__()
         self.highest: int | None = None
+        self.won: int | None = None  # the term whose moment holds
+        self.before: str | None = None  # who led when it was won
 
     def seen(self, r: Round) -> Roles | None:
         keepers = _keepers(r)
         top = max((s.term or 0 for s in keepers.values()), default=0)
         before = self.highest
         self.highest = max(top, before or 0)
-        if before is None or top <= before:
-            return None
+        if before is not None and top > before:
+            self.won, self.before = top, self.leader
+        if self.won is None or top != self.won:
+            return None  # not won yet, or this round did not hear from the term's voters
         voters = sorted(n for n, s in keepers.items() if s.term == top)
         unrecorded = [n for n in voters if top not in (t for t, _ in keepers[n].term_starts())]
-        new = _standing(r, top, self.leader)
+        if not unrecorded and top <= (before or 0):
+            self.won = None  # every voter holds the term's first record: the moment is over
+            return None
+        new = _standing(r, top, self.before)
         return {
             "new-leader": new,
             "voted-not-recorded": unrecorded,
             "voters": voters,
-            "deposed": self.deposed(new),
+            "deposed": [self.before] if self.before and self.before not in new else [],
         }
 
 

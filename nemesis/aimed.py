@@ -134,18 +134,24 @@ class Aimed(Fault):
         value["provoked"] = provoked
         if provoked.get("error"):
             return value | {"reached": False}
+        # Watch until the moment holds with a node in one of the roles tried: a round may show
+        # the moment before the poll names who plays its parts (a node that did not answer).
         deadline = time.monotonic() + WATCH_S
         roles: Roles | None = None
-        while roles is None and time.monotonic() < deadline:
+        seen: float | None = None
+        role: str | None = None
+        while role is None and time.monotonic() < deadline:
             time.sleep(POLL_EVERY)
-            roles = observer.observe(round_now())
+            now = observer.observe(round_now())
+            if now is not None:
+                roles = now
+                seen = seen if seen is not None else round(time.monotonic() - began, 2)
+                role = next((r for r in self.roles if now.get(r)), None)
         if roles is None:
             return value | {"reached": False, "watched_s": WATCH_S}
-        seen = round(time.monotonic() - began, 2)
-        role = next((r for r in self.roles if roles.get(r)), None)
         value |= {"reached": True, "seen_s": seen, "roles": roles, "role": role}
         if role is None:
-            return value | {"strike": None, "why": "no node plays any of the moment's roles"}
+            return value | {"strike": None, "why": "no node played any of the moment's roles"}
         time.sleep(self.delay)
         struck = self._strike(cluster, names, sorted(roles[role]))
         return value | {"strike": struck, "struck_s": round(time.monotonic() - began, 2)}

@@ -63,6 +63,29 @@ def test_a_term_won_names_its_voters_the_ones_without_its_record_and_the_deposed
     ]
 
 
+def test_a_term_won_holds_until_its_voters_hold_its_record_naming_a_late_answering_leader() -> None:
+    """The round that shows the term rise has no answer from the new leader's compute (a slow
+    poll): the moment still holds the next round, which names it, and ends once every voter
+    holds the term's first record."""
+    before = at(0, n1=primary(1), n3=keeper(1, [[1, 100]]), n4=keeper(1, [[1, 100]]))
+    rose = at(1, n3=keeper(2, [[1, 100]]), n4=keeper(2, [[1, 100]]))
+    named = at(2, n2=ComputePoll("taking over", False, 2), n3=keeper(2, [[1, 100], [2, 500]]),
+               n4=keeper(2, [[1, 100]]))  # fmt: skip
+    done = at(3, n2=primary(2), n3=keeper(2, [[2, 500]]), n4=keeper(2, [[2, 500]]))
+    observer = TermWon()
+    seen = [observer.observe(r) for r in (before, rose, named, done)]
+    assert seen[0] is None and seen[3] is None
+    assert seen[1] is not None and seen[1]["new-leader"] == [] and seen[1]["deposed"] == ["n1"]
+    assert seen[2] == {
+        "new-leader": ["n2"],
+        "voted-not-recorded": ["n4"],
+        "voters": ["n3", "n4"],
+        "deposed": ["n1"],
+    }
+    (found,) = occurrences([before, rose, named, done], TermWon)
+    assert (found["start"], found["end"]) == (1.0, 2.0)
+
+
 def test_the_first_round_is_no_term_won_nor_is_a_term_held_again() -> None:
     rounds = [at(0, n3=keeper(3, [[3, 1]])), at(1, n3=keeper(2, [])), at(2, n3=keeper(3, []))]
     assert occurrences(rounds, TermWon) == []
