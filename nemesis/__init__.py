@@ -22,6 +22,7 @@ the schedule and the history events.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from collections.abc import Callable
@@ -96,7 +97,7 @@ PACKAGES: dict[str, Package] = {
         Package("packet", 1, _targeted(Packet)),
         Package("power", 1, _targeted(Power)),
         Package("composite", MIN_NODES_PRIMARIES, _composite),
-        Package("aimed", AIMED_NODES, Aimed.planned),
+        Package("aimed", AIMED_NODES, Aimed.planned, reads_kind=True),
         Package("partition-zookeeper", 2, _partition(PRIMARY_COORDINATORS), True),
         Package("kill-zookeeper", 1, _targeted(Kill, COORDINATORS), True),
         Package("pause-zookeeper", 1, _targeted(Pause, COORDINATORS), True),
@@ -168,12 +169,12 @@ def packages(
 
 
 def _bound(package: Package, power: bool, moments: tuple[type[Moment], ...]) -> Package:
-    """The aimed package knows what it aims at: the kind's moments, and whether power can be
-    cut."""
-    if package.name != AIMED:
+    """A package whose faults depend on the kind gets what they depend on: the kind's
+    moments, and whether power can be cut."""
+    if not package.reads_kind:
         return package
-    make = functools.partial(Aimed.planned, moments=moments, power=power)
-    return Package(package.name, package.min_nodes, make)
+    make = functools.partial(package.make, moments=moments, power=power)
+    return dataclasses.replace(package, make=make, reads_kind=False)
 
 
 def build(
