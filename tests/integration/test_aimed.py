@@ -56,6 +56,15 @@ def serving(cluster: SafekeeperCluster) -> str | None:
     return leader if node and cluster.agent_status(node).get("serving") else None
 
 
+def settled(cluster: SafekeeperCluster) -> str | None:
+    """The serving compute, once every other compute is a consistent standby that could stand
+    in a term (after an earlier test's kill, one may still be rebuilding)."""
+    leader = serving(cluster)
+    others = [cluster.agent_status(n) for n in cluster.computes() if n.name != leader]
+    ready = all(a.get("role") == "standby" and a.get("consistent") for a in others)
+    return leader if ready else None
+
+
 class Writer:
     """A client inserting rows one after another, as a workload would (errors while the
     cluster fails over are expected and passed over). Each row carries PADDING bytes, so that
@@ -93,8 +102,9 @@ class Writer:
 def test_a_term_won_strikes_the_new_leader_while_the_deposed_is_cut_off(
     cluster: SafekeeperCluster,
 ) -> None:
-    old = serving(cluster)
-    assert old is not None
+    old = eventually(
+        lambda: settled(cluster), "a compute serving, the other standing by", SERVES_WITHIN
+    )
     fault = Aimed(TermWon, ("new-leader",), "partition", "kill", 0.2, 3.0, 0.0)
     try:
         value = fault.start(cluster)
@@ -132,7 +142,9 @@ def test_a_catch_up_strikes_the_safekeeper_behind_the_commit(cluster: Safekeeper
 
 
 def test_a_rebuild_strikes_the_deposed_primary_once_it_is_back(cluster: SafekeeperCluster) -> None:
-    old = eventually(lambda: serving(cluster), "a compute serving", SERVES_WITHIN)
+    old = eventually(
+        lambda: settled(cluster), "a compute serving, the other standing by", SERVES_WITHIN
+    )
     fault = Aimed(Rebuild, ("rebuilding",), "partition", "kill", 0.0, 3.0, 0.0)
     try:
         value = fault.start(cluster)
@@ -149,7 +161,7 @@ def test_a_rebuild_strikes_the_deposed_primary_once_it_is_back(cluster: Safekeep
 def test_a_term_won_restarts_its_voters_at_once_and_they_keep_their_vote(
     cluster: SafekeeperCluster,
 ) -> None:
-    eventually(lambda: serving(cluster), "a compute serving", SERVES_WITHIN)
+    eventually(lambda: settled(cluster), "a compute serving, the other standing by", SERVES_WITHIN)
     pattern = cluster.processes()["safekeeper"]
     keepers = {n.name: n for n in cluster.safekeepers()}
 
