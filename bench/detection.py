@@ -194,6 +194,7 @@ def main() -> int:
         lambda row: (row["config"], row["mode"], row["nemesis"]),
         lambda config, mode, _nemesis: detect(config, mode, args),
         lambda row: f"{row['caught']}: {row.get('anomalies', '')}",
+        args.until,
     )
     print(table(COLUMNS, read_rows(args.rows)))
     return 0

@@ -99,6 +99,7 @@ def main() -> int:
         lambda row: (row["workload"], row["nemesis"], row["loss"], row["seed"]),
         lambda w, n, loss, _seed: run_one(w, n, loss, args),
         lambda row: f"{row.get('verdict')}: {row.get('anomalies')}, {row.get('minutes')} min",
+        args.until,
     )
     print(table(COLUMNS, read_rows(args.rows)))
     return 0

@@ -333,6 +333,7 @@ def main() -> int:
         lambda row: (row["key"],),
         lambda key: try_mutant(by_key[key], args),
         lambda row: f"{row['caught']} {row.get('by', '')} ({row['change']})",
+        args.until,
     )
     print(f"\n{(time.monotonic() - started) / 3600:.1f} h\n")
     print(table([r for r in read_rows(args.rows) if r["key"] in by_key], equivalent))

@@ -65,13 +65,19 @@ def work_through(
     key: Callable[[dict[str, Any]], tuple[Any, ...]],
     make: Callable[..., dict[str, Any]],
     say: Callable[[dict[str, Any]], str],
+    until: float | None = None,
 ) -> None:
     """Make a row for each planned key (`make(*key)`) that `rows` lacks (`key(row)` of those
-    there), one at a time, appending each to `rows` as it ends and printing `say(row)`."""
+    there), one at a time, appending each to `rows` as it ends and printing `say(row)`; none
+    is begun after `until` (a time.time()), so that a sitting ends between rows."""
     done = {key(row) for row in read_rows(rows)}
     todo = [planned for planned in plan if planned not in done]
     print(f"{len(todo)} to make, one at a time ({len(plan) - len(todo)} done before)", flush=True)
     for i, planned in enumerate(todo, 1):
+        if until is not None and time.time() >= until:
+            print(f"{time.strftime('%H:%M')}: past --until, {len(todo) - i + 1} left for another "
+                  "sitting (the same command resumes)", flush=True)  # fmt: skip
+            return
         print(f"[{i}/{len(todo)}] {time.strftime('%H:%M')} {' '.join(map(str, planned))} …",
               flush=True)  # fmt: skip
         row = make(*planned)
@@ -145,3 +151,23 @@ def rows_options(parser: argparse.ArgumentParser, folder: str, rows: Path | None
     parser.add_argument("--store", type=Path, default=results)
     parser.add_argument("--rows", type=Path, default=rows or results / "rows.jsonl")
     parser.add_argument("--table", action="store_true", help="print the rows file as a table")
+    parser.add_argument(
+        "--until",
+        type=until_time,
+        metavar="HH:MM",
+        help="begin no row after this time of day (the next such time): the bench stops "
+        "between rows, and the same command resumes it",
+    )
+
+
+def until_time(text: str) -> float:
+    """ "HH:MM" as the next moment the clock shows it (time.time())."""
+    try:
+        hour, minute = (int(part) for part in text.split(":"))
+        if not (0 <= hour < 24 and 0 <= minute < 60):
+            raise ValueError(text)
+        now = time.localtime()
+        at = time.mktime((*now[:3], hour, minute, 0, 0, 0, now.tm_isdst))
+    except (ValueError, OverflowError) as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is no time of day HH:MM") from e
+    return at if at > time.time() else at + 86400

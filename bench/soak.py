@@ -134,6 +134,7 @@ def main() -> int:
             f"{row.get('verdict')}: {row.get('anomalies')}; worst recovery "
             f"{row.get('worst_recovery')} s, {row.get('minutes')} min"
         ),
+        args.until,
     )
     print(table(COLUMNS, read_rows(args.rows)))
     return 0

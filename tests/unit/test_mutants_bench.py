@@ -4,6 +4,7 @@ protocol tests import."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from mutants import (
     tree_with,
     wilson,
 )
+from run_rows import read_rows, until_time, work_through
 
 TERMHISTORY = "walkeeper/termhistory.py"
 
@@ -110,3 +112,21 @@ def test_the_copy_is_what_a_run_deploys_and_the_protocol_tests_catch_its_mutant(
     assert protocol_tests(root) == "fail"
     (root / "systems" / TERMHISTORY).write_text((systems.ROOT / TERMHISTORY).read_text())
     assert protocol_tests(root) == "pass"
+
+
+def test_a_sitting_past_until_begins_no_row_and_the_same_plan_resumes(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    made: list[int] = []
+
+    def make(n: int) -> dict[str, int]:
+        made.append(n)
+        return {"n": n}
+
+    plan = [(1,), (2,), (3,)]
+    work_through(rows, plan, lambda r: (r["n"],), make, str, until=0.0)
+    assert made == [] and read_rows(rows) == []
+    work_through(rows, plan[:1], lambda r: (r["n"],), make, str)
+    work_through(rows, plan, lambda r: (r["n"],), make, str, until=until_time("23:59") + 60)
+    assert made == [1, 2, 3] and [r["n"] for r in read_rows(rows)] == [1, 2, 3]
+    with pytest.raises(argparse.ArgumentTypeError, match="no time of day"):
+        until_time("25:00")
