@@ -420,7 +420,7 @@ class AcknowledgedOnQuorum(_Keepers):
                 ("lost-acknowledged-write", lost),
             ):
                 if ats:
-                    ops = [acked[at] for at in sorted(ats)]
+                    ops = [acked[at] for at in ats]  # in WAL order
                     found.append(_beyond_quorum(kind, ops, r, flushes, quorum))
         return found
 
