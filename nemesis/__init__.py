@@ -153,7 +153,10 @@ def packages(
     """The packages the names stand for, each once: `none` stands for none, `all` for every
     fault kind possible on this many nodes, the leader-aimed ones and the faults aimed at the
     kind's `moments` (power only where the backend offers it, and the coordination service's
-    faults where the kind has one)."""
+    faults where the kind has one). The schedule draws among the list's entries alike, so in
+    `all` a package that reads the kind (`aimed`) stands once for each moment the kind
+    declares: each moment is then drawn about as often as a fault kind, where one entry for
+    them all left a 120 s run about one aimed fault, and a given moment almost none."""
     chosen: list[str] = []
     for name in names:
         if name == ALL:
@@ -165,7 +168,11 @@ def packages(
             chosen += list(ON_COORDINATORS) if coordinated else []
         elif name != NONE:
             chosen.append(name)
-    return [_bound(PACKAGES[name], power, moments) for name in dict.fromkeys(chosen)]
+    entries = []
+    for name in dict.fromkeys(chosen):
+        draws = len(moments) if PACKAGES[name].reads_kind and ALL in names and moments else 1
+        entries += [_bound(PACKAGES[name], power, moments)] * draws
+    return entries
 
 
 def _bound(package: Package, power: bool, moments: tuple[type[Moment], ...]) -> Package:

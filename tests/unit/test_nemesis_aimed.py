@@ -9,7 +9,7 @@ import random
 from itertools import islice
 
 import nemesis
-from checkers.moments import CatchUp, LeaderChanged, Takeover, TermWon
+from checkers.moments import CatchUp, LeaderChanged, Rebuild, Takeover, TermWon
 from nemesis.aimed import PROVOCATIONS, STRIKES, Aimed
 from nemesis.partition import Partition
 from nemesis.schedule import plan
@@ -76,3 +76,16 @@ def test_the_package_is_bound_to_the_kinds_moments_and_joins_all() -> None:
     assert {s.fault.plan()["moment"] for s in steps} == {"takeover"}
     assert "aimed" in [p.name for p in nemesis.packages(["all"], 5)]
     assert "aimed" not in [p.name for p in nemesis.packages(["all"], 1)]
+
+
+def test_in_all_the_aimed_package_is_drawn_once_for_each_moment_of_the_kind() -> None:
+    """Four moments: four of the thirteen entries `all` draws among on five nodes (no power) are aimed,
+    so about two of a 120 s run's six faults are; `--nemesis aimed` alone is one entry."""
+    moments = (TermWon, Takeover, CatchUp, Rebuild)
+    entries = [p.name for p in nemesis.packages(["all"], 5, power=False, moments=moments)]
+    assert entries.count("aimed") == 4 and len(entries) == 13
+    steps = list(islice(plan(nemesis.packages(["all"], 5, False, False, moments), NODES, 0, 10.0),
+                        1400))  # fmt: skip
+    share = sum(isinstance(s.fault, Aimed | Seed003) for s in steps) / len(steps)
+    assert 0.26 < share < 0.36, share  # 4 / 13
+    assert [p.name for p in nemesis.packages(["aimed"], 5, moments=moments)] == ["aimed"]
