@@ -219,7 +219,9 @@ class InheritedLimbo(_Leaders):
 
     name = "inherited-limbo"
     about = "a new leader holds an earlier leader's prepared transactions, not yet confirmed"
-    roles = ("new-leader", "deposed")
+    # the safekeepers: struck together, they keep the quorum from the new leader past the
+    # rollback timeout, when only its own transactions may be rolled back
+    roles = ("new-leader", "deposed", "safekeepers")
 
     def seen(self, r: Round) -> Roles | None:
         holding = sorted(
@@ -229,7 +231,11 @@ class InheritedLimbo(_Leaders):
         )
         if not holding:
             return None
-        return {"new-leader": holding, "deposed": self.deposed(holding)}
+        return {
+            "new-leader": holding,
+            "deposed": self.deposed(holding),
+            "safekeepers": sorted(_keepers(r)),
+        }
 
 
 def occurrences(rounds: Iterable[Round], moment: type[Moment]) -> list[dict[str, Any]]:

@@ -138,9 +138,10 @@ def test_a_rebuild_and_a_limbo_held_for_an_earlier_leader() -> None:
     }
     inherited = ComputePoll("primary", False, 3, limbo=2, taking_writes=False)
     own = primary(3, limbo=2, taking_writes=True)  # its own transactions wait: not inherited
-    rounds = [at(0, n1=primary(2)), at(1, n2=inherited), at(2, n2=own)]
+    sk = keeper(3, [[3, 100]])
+    rounds = [at(0, n1=primary(2)), at(1, n2=inherited, n4=sk, n3=sk), at(2, n2=own)]
     assert [f["roles"] for f in occurrences(rounds, InheritedLimbo)] == [
-        {"new-leader": ["n2"], "deposed": ["n1"]}
+        {"new-leader": ["n2"], "deposed": ["n1"], "safekeepers": ["n3", "n4"]}
     ]
 
 
