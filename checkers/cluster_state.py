@@ -32,6 +32,10 @@ The rules:
   or fewer than a quorum did (one more failure loses it). An acknowledgement promises the write
   is on a quorum's disks; a correct safekeeper's flush position never falls below what it
   acknowledged.
+- `DonorHoldsAcknowledged`, `term-lacks-acknowledged-write`: a write acknowledged before a
+  term was won (a poll proves it not yet won when too few safekeepers could have voted in it)
+  lies past where that term's log starts: the term's donor lacked it, and the new log writes over
+  its WAL positions (which `acknowledged-on-quorum`, by position, may then take as held).
 - `LogDivergence`, `log-divergence` (from the checksums the kind collects at the end of a run):
   two safekeepers hold different bytes over an LSN range below the commit LSN that both hold.
 - `VclocksForward`, `vclock-backwards` (Tarantool): a component of an instance's vclock (how far
@@ -449,6 +453,86 @@ def _beyond_quorum(
             f"{r.time / NS_PER_S:.1f} s (flush positions: {held}): {fate}"
         ),
     }
+
+
+class DonorHoldsAcknowledged(_Keepers):
+    """A term's log starts where its donor's log ended (its history entry, or the announced
+    VCL), and the donor is the voter with the most of the latest log: every write a quorum
+    acknowledged before the term was won lies below that start (Raft's leader completeness, as
+    a client sees it). The polls prove a term not yet won at a round's `begun` when fewer
+    safekeepers than a quorum could have voted in it: those that answered with a lower term
+    leave too few. Writes are held to term starts by WAL position, which the next term reuses,
+    so a write this finds missing may look held to `acknowledged-on-quorum` a poll later."""
+
+    name = "donor-holds-acknowledged"
+
+    def wants_writes(self) -> bool:
+        return any(
+            s.term_starts() for r in self.rounds for s in _of(r.nodes, SafekeeperPoll).values()
+        )
+
+    def report(self, evidence: Evidence) -> list[Anomaly]:
+        keepers = self.keepers()
+        quorum = len(keepers) // 2 + 1
+        starts: dict[int, tuple[int, str, int]] = {}  # term → its start, where, when first seen
+        unwon: dict[int, tuple[int, Round]] = {}  # term → the last poll proving it not yet won
+        for r in self.rounds:
+            for n, s in _of(r.nodes, SafekeeperPoll).items():
+                for term, start in s.term_starts():
+                    starts.setdefault(term, (start, n, r.time))
+        for r in self.rounds:
+            polled = _of(r.nodes, SafekeeperPoll)
+            # terms above the k-th highest answered one: too few left to have voted in them
+            k = quorum - (len(keepers) - len(polled))
+            if r.begun is None or k <= 0:
+                continue
+            below = sorted((s.term or 0 for s in polled.values()), reverse=True)[k - 1]
+            for term in starts:
+                if term > below:
+                    unwon[term] = (r.begun, r)
+        acked = sorted((op for op in evidence.writes if op.get("lsn") is not None),
+                       key=lambda op: op["complete_time"])  # fmt: skip
+        named: set[int] = set()
+        found: list[Anomaly] = []
+        for term in sorted(unwon):
+            begun, r = unwon[term]
+            start, where, seen = starts[term]
+            missing = [
+                op
+                for op in acked
+                if op["complete_time"] < begun
+                and op["lsn"] > start
+                and op["complete_index"] not in named
+            ]
+            if not missing:
+                continue
+            named.update(op["complete_index"] for op in missing)
+            missing.sort(key=lambda op: op["lsn"])
+            first = missing[0]
+            others = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            terms = ", ".join(
+                f"{n} term {s.term}" for n, s in sorted(_of(r.nodes, SafekeeperPoll).items())
+            )
+            found.append(
+                {
+                    "type": "term-lacks-acknowledged-write",
+                    "ops": missing[:MOST_NAMED],
+                    "count": len(missing),
+                    "term": term,
+                    "window_ns": [first["complete_time"], seen],
+                    "explanation": (
+                        f"the write at index {first['invoke_index']} ({first['f']} "
+                        f"{json.dumps(first.get('invoke_value'))}), acknowledged by "
+                        f"{first.get('node')} at {first['complete_time'] / NS_PER_S:.1f} s with "
+                        f"its WAL past {lsn_text(first['lsn'])}{others}, came before term {term} "
+                        f"was won (the poll sent at {begun / NS_PER_S:.1f} s found {terms}: "
+                        f"too few to have voted in it), yet term {term} starts at "
+                        f"{lsn_text(start)} ({where} at {seen / NS_PER_S:.1f} s): its donor "
+                        "lacked an acknowledged write, and the term's log writes over it"
+                    ),
+                }
+            )
+        return found
 
 
 class LogDivergence(Rule):

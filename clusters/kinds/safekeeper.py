@@ -21,6 +21,7 @@ import systems
 from checkers.cluster_state import (
     AcknowledgedOnQuorum,
     CommitHeld,
+    DonorHoldsAcknowledged,
     HistoriesAgree,
     LogDivergence,
     OneProposerPerTerm,
@@ -130,6 +131,7 @@ class SafekeeperCluster(ClusterKind):
         TermsForward,
         CommitHeld,
         AcknowledgedOnQuorum,
+        DonorHoldsAcknowledged,
         LogDivergence,
         QuietElections,
     )

@@ -664,3 +664,61 @@ def test_a_split_vote_is_no_second_leader() -> None:
         },
     ]
     assert analyse(rounds)["valid"] is True
+
+
+def _donor_run(
+    tmp_path: Path, write_history: Any, start: int, silent: bool = False
+) -> tuple[Path, Path]:
+    """Three safekeepers in term 1 while adds are acknowledged each second, the i-th with its
+    WAL past 100·i. The poll sent at 4.98 s finds only n5 in term 2 (or, `silent`, hears from n3
+    alone); by 6 s term 2 is won and starts at `start`. An add acknowledged at 5.5 s, in term 2,
+    lies past it by right."""
+    polls = tmp_path / "cluster.jsonl"
+    one = safekeeper(1, [[1, 0]], 100, 1000)
+    voted = safekeeper(2, [[1, 0]], 100, 1000)
+    won = safekeeper(2, [[1, 0], [2, start]], 100, 1000)
+    second = {"n3": one} if silent else {"n3": one, "n4": one, "n5": voted}
+    rounds = [
+        {"time": 2 * S, "begun": 1_980 * MS, "nodes": {"n3": one, "n4": one, "n5": one}},
+        {"time": 5 * S, "begun": 4_980 * MS, "nodes": second},
+        {"time": 6 * S, "begun": 5_980 * MS, "nodes": {"n3": won, "n4": won, "n5": won}},
+    ]
+    polls.write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    events: list[tuple[int, dict[str, Any]]] = []
+    for i, (acked_at, lsn) in enumerate([(1000, 100), (2000, 200), (3000, 300), (4000, 400),
+                                         (5500, 900)], 1):  # fmt: skip
+        base = {"process": i, "f": "add", "value": i, "node": "n1"}
+        events += [(acked_at - 10, {**base, "type": "invoke"}),
+                   (acked_at, {**base, "type": "ok", "lsn": lsn})]  # fmt: skip
+    return _written(write_history, events), polls
+
+
+def test_writes_acknowledged_before_a_term_was_won_past_its_start_are_named(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    """As `--bug recover-lowest`: term 2's donor was the voter with the least WAL."""
+    history, polls = _donor_run(tmp_path, write_history, start=250)
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["anomaly_types"] == ["term-lacks-acknowledged-write"], result["anomalies"]
+    (lacks,) = result["anomalies"]
+    assert [op["value"] for op in lacks["ops"]] == [3, 4] and lacks["term"] == 2
+    assert "came before term 2 was won" in lacks["explanation"]
+    assert "n3 term 1, n4 term 1, n5 term 2" in lacks["explanation"]
+
+
+def test_a_term_that_starts_past_every_earlier_acknowledged_write_is_valid(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    history, polls = _donor_run(tmp_path, write_history, start=450)
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["valid"] is True, result["anomalies"]
+
+
+def test_a_poll_too_few_answered_proves_no_term_unwon(
+    tmp_path: Path, write_history: Any, ops_of: Any
+) -> None:
+    """n4 and n5 silent at 4.98 s may have voted in term 2 already: only the poll sent at
+    1.98 s proves it unwon, and the add acknowledged before it lies below the start."""
+    history, polls = _donor_run(tmp_path, write_history, start=150, silent=True)
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["valid"] is True, result["anomalies"]
