@@ -43,7 +43,11 @@ def run_row(
     }
     run = latest_run(store / name)
     if run is None or not (run / "results.json").exists():
-        return row | {"verdict": "error", "anomalies": done.stderr.strip()[-300:]}
+        said = done.stderr.strip()
+        return row | {
+            "verdict": "error",
+            "anomalies": f"…{said[-300:]}" if len(said) > 300 else said,
+        }
     return row | {"run": str(run)} | read_run(run)
 
 
@@ -139,9 +143,14 @@ def table(columns: tuple[tuple[str, str], ...], rows: list[dict[str, Any]]) -> s
     rule = "|" + "|".join("---" for _ in columns) + "|"
     lines = [head, rule]
     for row in rows:
-        cells = ["" if row.get(key) is None else str(row[key]) for key, _ in columns]
+        cells = ["" if row.get(key) is None else cell(row[key]) for key, _ in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def cell(value: Any) -> str:
+    """A value as one Markdown table cell: on one line, its bars escaped."""
+    return " ".join(str(value).split()).replace("|", "\\|")
 
 
 def rows_options(parser: argparse.ArgumentParser, folder: str, rows: Path | None = None) -> None:

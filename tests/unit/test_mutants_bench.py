@@ -25,7 +25,7 @@ from mutants import (
     tree_with,
     wilson,
 )
-from run_rows import read_rows, until_time, work_through
+from run_rows import cell, read_rows, until_time, work_through
 
 TERMHISTORY = "walkeeper/termhistory.py"
 
@@ -130,3 +130,8 @@ def test_a_sitting_past_until_begins_no_row_and_the_same_plan_resumes(tmp_path: 
     assert made == [1, 2, 3] and [r["n"] for r in read_rows(rows)] == [1, 2, 3]
     with pytest.raises(argparse.ArgumentTypeError, match="no time of day"):
         until_time("25:00")
+
+
+def test_a_cell_of_the_table_is_one_line_with_its_bars_escaped() -> None:
+    said = "connection failed: server closed the connection\n        This | that"
+    assert cell(said) == "connection failed: server closed the connection This \\| that"
