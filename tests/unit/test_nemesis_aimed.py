@@ -79,8 +79,9 @@ def test_the_package_is_bound_to_the_kinds_moments_and_joins_all() -> None:
 
 
 def test_in_all_the_aimed_package_is_drawn_once_for_each_moment_of_the_kind() -> None:
-    """Four moments: four of the thirteen entries `all` draws among on five nodes (no power) are aimed,
-    so about two of a 120 s run's six faults are; `--nemesis aimed` alone is one entry."""
+    """Four moments: four of the thirteen entries `all` draws among on five nodes without
+    power are aimed, so about two of a 120 s run's six faults are; `--nemesis aimed` alone is
+    one entry."""
     moments = (TermWon, Takeover, CatchUp, Rebuild)
     entries = [p.name for p in nemesis.packages(["all"], 5, power=False, moments=moments)]
     assert entries.count("aimed") == 4 and len(entries) == 13
