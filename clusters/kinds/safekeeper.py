@@ -210,8 +210,9 @@ class SafekeeperCluster(ClusterKind):
         )
 
     def _commit_works(self, node: Node) -> bool:
-        """A write commits. The client gives up by being killed, not by statement_timeout: a
-        cancelled wait for the standby returns COMMIT anyway (with a warning), which would pass."""
+        """A write commits. The client gives up by being killed: statement_timeout does not
+        end a commit's wait for the standby, and a cancelled wait returns COMMIT anyway (with a
+        warning), which would pass."""
         sql = "CREATE TABLE IF NOT EXISTS probe(x int); INSERT INTO probe VALUES (1)"
         cmd = f"timeout 5 {pg.PG_BIN}/psql -h 127.0.0.1 -U {pg.USER} -d postgres -qc "
         return node.exec(cmd + shell_quote(sql), check=False).code == 0
