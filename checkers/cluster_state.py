@@ -84,6 +84,7 @@ from core.polls import (
     Record,
     Round,
     SafekeeperPoll,
+    StreamingPoll,
     TarantoolPoll,
     read_rounds,
 )
@@ -639,12 +640,16 @@ class DeposedAcknowledged(Rule):
 
     def __init__(self) -> None:
         super().__init__()
-        # per peer: [(time, the generation it took writes in, or None)]
+        # per node: [(time, the generation or timeline it took writes in, or None)]
         self.seen: dict[str, list[tuple[int, int | None]]] = {}
+        self.unit = "generation"
 
     def observe(self, r: Round) -> None:
-        for n, s in _of(r.nodes, PeerPoll).items():
-            self.seen.setdefault(n, []).append((r.time, s.generation if s.leads() else None))
+        for n, s in r.nodes.items():
+            if not isinstance(s, PeerPoll | StreamingPoll):
+                continue  # a safekeeper compute leads in a term, not a generation or timeline
+            self.unit = s.term_unit
+            self.seen.setdefault(n, []).append((r.time, s.led_term() if s.leads() else None))
 
     def wants_writes(self) -> bool:
         return bool(self.seen)
@@ -665,6 +670,7 @@ class DeposedAcknowledged(Rule):
             if before and before[-1] is not None:
                 dated.append((before[-1], op))
         found: list[Anomaly] = []
+        unit = self.unit
         by_completion = sorted(dated, key=lambda d: d[1]["complete_time"])
         latest: tuple[int, Op] | None = None  # the highest generation acknowledged so far
         i = 0
@@ -683,14 +689,14 @@ class DeposedAcknowledged(Rule):
                         "ops": [later, op],
                         "window_ns": [later["complete_time"], op["complete_time"]],
                         "explanation": (
-                            f"{op['node']}, primary of generation {generation}, acknowledged the "
+                            f"{op['node']}, primary of {unit} {generation}, acknowledged the "
                             f"write at index {op['invoke_index']} "
                             f"({op['complete_time'] / NS_PER_S:.1f} s), which began at "
                             f"{op['invoke_time'] / NS_PER_S:.1f} s, after {later['node']} had "
                             f"acknowledged the write at index {later['invoke_index']} in "
-                            f"generation {later_gen} ({later['complete_time'] / NS_PER_S:.1f} s):"
-                            " two peers acknowledged writes of different generations, the older "
-                            "after its generation ended"
+                            f"{unit} {later_gen} ({later['complete_time'] / NS_PER_S:.1f} s):"
+                            f" two nodes acknowledged writes of different {unit}s, the older "
+                            f"after its {unit} ended"
                         ),
                     }
                 )
@@ -851,7 +857,7 @@ def analyse(
         anomalies += judge.report(evidence)
         figures |= judge.figures()
     max_term = max((s.term_seen() or 0 for r in rounds for s in r.nodes.values()
-                    if not isinstance(s, PeerPoll)), default=0)  # fmt: skip
+                    if s.term_unit == "term"), default=0)  # fmt: skip
     return {
         "valid": not anomalies,
         "anomaly_types": sorted({a["type"] for a in anomalies}),

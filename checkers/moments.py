@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from core.history import Op
-from core.polls import ComputePoll, Round, SafekeeperPoll
+from core.polls import ComputePoll, Round, SafekeeperPoll, StreamingPoll
 
 NS_PER_S = 1e9
 # Polls come about once a second: a fault that began within this many seconds after the last
@@ -238,6 +238,31 @@ class InheritedLimbo(_Leaders):
         }
 
 
+class StandbyBehind(_Leaders):
+    """Plain streaming replication: a standby has replayed less WAL than the primary holds by
+    more than a few pages (an asynchronous standby after a burst, or one cut off a while): the
+    standby an operator's script would not promote, and reads there see an older state."""
+
+    name = "standby-behind"
+    about = "a standby has replayed well behind the primary's WAL"
+    roles = ("behind", "leader", "up-to-date")
+    provoke = "follower"
+    BEHIND = 64 << 10  # bytes: more than the records of the commits in flight
+
+    def seen(self, r: Round) -> Roles | None:
+        nodes = {n: s for n, s in r.nodes.items() if isinstance(s, StreamingPoll)}
+        led = leading(r)
+        if len(led) != 1 or nodes.get(led[0]) is None:
+            return None
+        top = nodes[led[0]].lsn or 0
+        standbys = {n: s for n, s in nodes.items() if s.standby}
+        behind = sorted(n for n, s in standbys.items() if (s.lsn or 0) + self.BEHIND < top)
+        if not behind:
+            return None
+        ahead = sorted(n for n in standbys if n not in behind)
+        return {"behind": behind, "leader": led, "up-to-date": ahead}
+
+
 def occurrences(rounds: Iterable[Round], moment: type[Moment]) -> list[dict[str, Any]]:
     """Each stretch of consecutive rounds in which the moment held: {"start", "end" (s, the
     first and last rounds that showed it), "roles" (as its first round showed them)}."""
@@ -339,5 +364,6 @@ def reached(table: Sequence[dict[str, Any]], name: str) -> int:
 
 
 MOMENTS: dict[str, type[Moment]] = {
-    m.name: m for m in (LeaderChanged, TermWon, Takeover, CatchUp, Rebuild, InheritedLimbo)
+    m.name: m
+    for m in (LeaderChanged, TermWon, Takeover, CatchUp, Rebuild, InheritedLimbo, StandbyBehind)
 }

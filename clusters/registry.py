@@ -9,12 +9,19 @@ from clusters.kinds.base import ClusterKind, KindOption
 from clusters.kinds.manatee import ManateeCluster
 from clusters.kinds.safekeeper import SafekeeperCluster
 from clusters.kinds.single import SingleCluster
+from clusters.kinds.streaming import StreamingCluster
 from clusters.kinds.tarantool import TarantoolCluster
 from core.errors import BadInput
 
 CLUSTER_KINDS: dict[str, type[ClusterKind]] = {
-    k.name: k for k in (SingleCluster, SafekeeperCluster, TarantoolCluster, ManateeCluster)
+    k.name: k
+    for k in (SingleCluster, SafekeeperCluster, TarantoolCluster, ManateeCluster, StreamingCluster)
 }
+
+
+def kind_summaries() -> str:
+    """Each kind's name and what it is, for `--cluster`'s help."""
+    return "; ".join(f"{k.name} ({k.about})" for k in CLUSTER_KINDS.values())
 
 
 def backend_names() -> list[str]:

@@ -19,7 +19,9 @@ class Endpoint:
     (libpq tries them in turn and keeps the first that matches `target_session_attrs`, as an
     application would); `nodes` names the node behind each host, so that each operation records
     the node that served it. With `two_phase`, a writing transaction ends with PREPARE
-    TRANSACTION and the cluster's leader decides its outcome (the confirm/rollback contract)."""
+    TRANSACTION and the cluster's leader decides its outcome (the confirm/rollback contract).
+    With `reads`, the client runs its read-only operations there (a hot standby, where users
+    send their reads) and the rest here."""
 
     node: str
     host: str  # one host, or several separated by commas
@@ -30,6 +32,7 @@ class Endpoint:
     nodes: tuple[tuple[str, str], ...] = ()  # ("host:port", node name) pairs
     two_phase: bool = False
     protocol: Protocol = Protocol.POSTGRES
+    reads: Endpoint | None = None
 
     @property
     def url(self) -> str:

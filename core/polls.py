@@ -123,6 +123,31 @@ class PeerPoll(Record, tag="peer"):
         return self.generation
 
 
+class StreamingPoll(Record, tag="streaming"):
+    """A node of plain streaming replication: whether it is in recovery (a standby), whether it
+    takes writes, its timeline (a promotion begins a new one: the kind's term), its WAL position
+    (the primary's current one, a standby's replay position) and, on a standby, how far its WAL
+    receiver has flushed and from whom."""
+
+    term_unit: ClassVar[str] = "timeline"
+
+    standby: bool = False
+    writable: bool = False
+    timeline: int | None = None
+    lsn: int | None = None
+    received: int | None = None
+    upstream: str | None = None
+
+    def leads(self) -> bool:
+        return self.writable
+
+    def led_term(self) -> int | None:
+        return self.timeline if self.writable else None
+
+    def term_seen(self) -> int | None:
+        return self.timeline
+
+
 class ClusterStatePoll(Record, tag="cluster-state"):
     """Manatee's cluster state as ZooKeeper holds it: generation, primary, sync, init_wal."""
 
@@ -134,9 +159,12 @@ RECORDS: tuple[type[Record], ...] = (
     SafekeeperPoll,
     TarantoolPoll,
     PeerPoll,
+    StreamingPoll,
     ClusterStatePoll,
 )
-AnyRecord = ComputePoll | SafekeeperPoll | TarantoolPoll | PeerPoll | ClusterStatePoll
+AnyRecord = (
+    ComputePoll | SafekeeperPoll | TarantoolPoll | PeerPoll | StreamingPoll | ClusterStatePoll
+)
 _ENCODER = msgspec.json.Encoder()
 
 

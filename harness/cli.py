@@ -18,7 +18,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from clusters.registry import all_kind_options
+from clusters.registry import all_kind_options, kind_summaries
 from clusters.registry import kind_options as registry_kind_options
 from core import store
 from core.contract import LEGACY, Contract
@@ -132,10 +132,7 @@ def cli() -> None:
     "--cluster",
     default="safekeeper",
     show_default=True,
-    help="Cluster kind to deploy: safekeeper (Postgres, proxy, safekeepers), single (one "
-    "Postgres), tarantool (Tarantool 2.6's synchronous replication, checked in the "
-    "confirm-rollback contract) or manatee (seed 004: Postgres peers whose roles come from "
-    "ZooKeeper; its nodes' image is built on first use).",
+    help="Cluster kind to deploy: " + kind_summaries() + ".",
 )
 @kind_options
 @backend_options
@@ -195,6 +192,23 @@ def cli() -> None:
     default=5.0,
     show_default=True,
     help="Seconds before an operation is abandoned (its outcome then unknown).",
+)
+@click.option(
+    "--op-pause",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Milliseconds: the most a transaction pauses, at random, between two of its statements "
+    "(Jepsen's widening of the windows in which transactions overlap).",
+)
+@click.option(
+    "--cancel-after",
+    type=float,
+    default=None,
+    help="Seconds after which every client cancels a statement that has not returned, COMMIT "
+    "included, as an application or a pool does (off by default). A COMMIT cancelled while it "
+    "waited for a synchronous standby returns success with a WARNING: recorded ok, with the "
+    "warning.",
 )
 @click.option(
     "--settle",
@@ -270,6 +284,8 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
         isolation=str(opts["isolation"]),
         model=opts["model"],
         op_timeout=float(opts["op_timeout"]),  # type: ignore[arg-type]
+        op_pause_ms=float(opts["op_pause"]),  # type: ignore[arg-type]
+        cancel_after=opts["cancel_after"],  # type: ignore[arg-type]
         settle=float(opts["settle"]),  # type: ignore[arg-type]
         max_recovery=opts["max_recovery"],  # type: ignore[arg-type]
         store=opts["store"],  # type: ignore[arg-type]

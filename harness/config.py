@@ -28,6 +28,8 @@ class RunConfig:
     isolation: str = "serializable"
     model: str | None = None
     op_timeout: float = 5.0
+    op_pause_ms: float = 0.0  # the most a transaction pauses between its statements
+    cancel_after: float | None = None  # seconds before a client cancels its statement
     settle: float = 5.0
     max_recovery: float | None = None  # seconds; past it a recovery makes the run invalid
     store: Path = Path("results")
@@ -55,6 +57,10 @@ class RunConfig:
             raise BadInput(f"--max-recovery must be positive, got {self.max_recovery:g}")
         if self.op_timeout <= 0:
             raise BadInput(f"--op-timeout must be positive, got {self.op_timeout:g}")
+        if self.op_pause_ms < 0:
+            raise BadInput(f"--op-pause must be 0 (none) or positive, got {self.op_pause_ms:g}")
+        if self.cancel_after is not None and self.cancel_after <= 0:
+            raise BadInput(f"--cancel-after must be positive, got {self.cancel_after:g}")
         if self.isolation not in ISOLATION_LEVELS:
             raise BadInput(
                 f"unknown isolation level {self.isolation!r}: "

@@ -55,13 +55,14 @@ class InFlight:
         node: str,
         error: str | None = None,
         lsn: int | None = None,
+        warning: str | None = None,
     ) -> bool:
         """Record the completion of `key`'s operation; False if the run already gave up on it."""
         with self.lock:
             op = self.ops.pop(key, None)
             if op is None:
                 return False
-            self._write(op, type_, value, node, error, lsn)
+            self._write(op, type_, value, node, error, lsn, warning=warning)
             return True
 
     def abandon(self, why: str) -> int:
@@ -82,8 +83,11 @@ class InFlight:
         error: str | None = None,
         lsn: int | None = None,
         write: bool | None = None,
+        warning: str | None = None,
     ) -> None:
         extra: dict[str, Any] = {"error": error} if error else {}
+        if warning:
+            extra["warning"] = warning
         if lsn is not None:
             extra["lsn"] = lsn
         if write is not None:

@@ -151,7 +151,7 @@ class TestPlan:
             "kind": kind.name if kind else None,
             "options": dict(self.options),
             "contract": self.contract.value,
-            "realtime_order": kind.realtime_order if kind else None,
+            "realtime_order": kind.realtime_order_of(self.options) if kind else None,
             "poll_records": [r.__struct_config__.tag for r in self.records] if kind else [],
             "state_rules": [r.name for r in self.rules],
             "moments": [m.name for m in self.moments],

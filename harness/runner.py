@@ -7,6 +7,7 @@ torn down (unless the user asked to keep it), and the history on disk stays anal
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import signal
 import threading
@@ -19,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 import nemesis
-from clusters.kinds.base import ClusterKind
+from clusters.kinds.base import ClusterKind, OperatorFailover
 from clusters.kinds.on_node import wait_until
 from clusters.registry import cluster_kind, make_backend
 from core import store
@@ -112,9 +113,14 @@ class Runner:
         self.console = console
         self.kind_class = cluster_kind(cfg.cluster)
         model = cfg.model
-        if model is None and self.kind_class.realtime_order:
+        checked = self.kind_class.checked_options(cfg.cluster_options)
+        if refused := self.kind_class.isolation_refused(checked, cfg.isolation):
+            raise BadInput(refused)
+        if model is None and self.kind_class.realtime_order_of(checked):
             model = REALTIME_MODEL_FOR_ISOLATION.get(cfg.isolation)
-        self.options = WorkloadOptions(isolation=cfg.isolation, model=model)
+        self.options = WorkloadOptions(
+            isolation=cfg.isolation, model=model, op_pause=cfg.op_pause_ms / 1000
+        )
         self.workloads = build_workloads(cfg.workloads, self.options)
         self.plan = TestPlan.of_run(
             self.kind_class, cfg.cluster_options, self.workloads, cfg.max_recovery
@@ -124,6 +130,7 @@ class Runner:
             self.kind_class.nodes_needed(self.plan.options),
             cfg.cluster,
             self.kind_class.coordinated,
+            issubclass(self.kind_class, OperatorFailover),
         )
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
         if nemesis.needs_power(cfg.nemesis):
@@ -139,7 +146,7 @@ class Runner:
         self.workers: list[threading.Thread] = []
 
     def _client(self, ep: Endpoint) -> Client:
-        return client_for(ep, self.cfg.isolation, self.cfg.op_timeout)
+        return client_for(ep, self.cfg.isolation, self.cfg.op_timeout, self.cfg.cancel_after)
 
     def run(self) -> RunResult:
         """The run as a stack of resources, each released in turn whatever happens (success, an
@@ -204,7 +211,8 @@ class Runner:
                 self._heal(kind, faults)
                 self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
                 time.sleep(cfg.settle)
-                self._final_reads(endpoints[0], inflight)
+                # what survived is what the primary holds, whoever serves the workers' reads
+                self._final_reads(dataclasses.replace(endpoints[0], reads=None), inflight)
             except KeyboardInterrupt:
                 with shielded(self.console):
                     self._wind_down(kind, faults, inflight)
@@ -300,7 +308,9 @@ class Runner:
                 inflight.invoke(index, Op(process, op.f, op.value, ep.node, op.workload, write))
                 done = client.run(workload, op.f, op.value)
                 node = client.node or ep.node
-                if not inflight.complete(index, done.type, done.value, node, done.error, done.lsn):
+                if not inflight.complete(
+                    index, done.type, done.value, node, done.error, done.lsn, done.warning
+                ):
                     return  # the run ended first and recorded it as info
                 if done.type == "info":
                     process += self.cfg.concurrency

@@ -16,8 +16,11 @@ and `all`, every fault kind the cluster's node count allows, the partition, kill
 the leader as packages of their own, `composite` and `aimed`. On a kind with a
 coordination service (ZooKeeper, for `manatee`): `partition-zookeeper` (the primary cut off
 from the coordinators only: its session expires while clients still reach it),
-`kill-zookeeper` and `pause-zookeeper` (every coordinator at once). See `nemesis.schedule` for
-the schedule and the history events.
+`kill-zookeeper` and `pause-zookeeper` (every coordinator at once). On a kind an operator fails
+over (`streaming`): `promote`, the primary fenced (stopped, or cut off from the other nodes) and
+the standby that received the most WAL promoted, the deposed primary rewound into a standby at
+the fault's end (nemesis.promote); `all` has it too. See `nemesis.schedule` for the schedule and
+the history events.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Callable
 
 from checkers.moments import Moment
 from clusters.backend import Node
-from clusters.kinds.base import ClusterKind
+from clusters.kinds.base import ClusterKind, OperatorFailover
 from core.errors import BadInput
 from core.history import HistoryWriter
 from nemesis import clock, packet, partition
@@ -45,6 +48,7 @@ from nemesis.partition import PRIMARY_COORDINATORS, Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.processes import continue_stopped
+from nemesis.promote import Promote
 from nemesis.schedule import Nested, Package, ScheduledNemesis
 from nemesis.seed003 import MIN_NODES as SEED003_NODES
 from nemesis.seed003 import Seed003
@@ -101,9 +105,11 @@ PACKAGES: dict[str, Package] = {
         Package("partition-zookeeper", 2, _partition(PRIMARY_COORDINATORS), True),
         Package("kill-zookeeper", 1, _targeted(Kill, COORDINATORS), True),
         Package("pause-zookeeper", 1, _targeted(Pause, COORDINATORS), True),
+        Package("promote", 2, Promote.planned, operator=True),
     )
 }
 ON_COORDINATORS = tuple(name for name, p in PACKAGES.items() if p.on_coordinators)
+BY_OPERATOR = tuple(name for name, p in PACKAGES.items() if p.operator)
 NONE = "none"
 ALL = "all"
 EVERY_KIND = ("partition", "kill", "pause", "clock", "packet", "power")  # what `all` means
@@ -118,7 +124,11 @@ POWER = "power"  # needs the backend's power layer under the nodes' state
 
 
 def validate(
-    names: list[str], node_count: int, cluster: str = "", coordinated: bool = False
+    names: list[str],
+    node_count: int,
+    cluster: str = "",
+    coordinated: bool = False,
+    operated: bool = False,
 ) -> None:
     """Reject unknown packages, and faults the cluster cannot have, before anything starts."""
     known = [NONE, ALL, *PACKAGES]
@@ -129,6 +139,11 @@ def validate(
             raise BadInput(
                 f"{name} needs a cluster with a coordination service (--cluster manatee); "
                 f"the {cluster or 'chosen'} cluster has none"
+            )
+        if name in BY_OPERATOR and not operated:
+            raise BadInput(
+                f"{name} plays an operator's failover, for a cluster that does not fail over by "
+                f"itself (--cluster streaming); the {cluster or 'chosen'} cluster does"
             )
     for name in names:
         least = PACKAGES[name].min_nodes if name in PACKAGES else 1
@@ -149,6 +164,7 @@ def packages(
     power: bool = True,
     coordinated: bool = False,
     moments: tuple[type[Moment], ...] = (),
+    operated: bool = False,
 ) -> list[Package]:
     """The packages the names stand for, each once: `none` stands for none, `all` for every
     fault kind possible on this many nodes, the leader-aimed ones and the faults aimed at the
@@ -166,6 +182,7 @@ def packages(
                 if PACKAGES[k].min_nodes <= node_count and (power or k != POWER)
             ]
             chosen += list(ON_COORDINATORS) if coordinated else []
+            chosen += list(BY_OPERATOR) if operated else []
         elif name != NONE:
             chosen.append(name)
     entries = []
@@ -188,10 +205,13 @@ def build(
     names: list[str], cluster: ClusterKind, history: HistoryWriter, seed: int, interval: float
 ) -> Nemesis:
     """One nemesis that runs the named packages' faults on a shared schedule."""
-    validate(names, cluster.node_count(), cluster.name, cluster.coordinated)
+    operated = isinstance(cluster, OperatorFailover)
+    validate(names, cluster.node_count(), cluster.name, cluster.coordinated, operated)
     power = getattr(cluster.backend, "power", False)
     moments = cluster.moments_of(cluster.options)
-    chosen = packages(names, cluster.node_count(), power, cluster.coordinated, moments)
+    chosen = packages(
+        names, cluster.node_count(), power, cluster.coordinated, moments, operated=operated
+    )
     if not chosen:
         return NoNemesis(cluster, history, seed, interval)
     return ScheduledNemesis(cluster, history, seed, interval, chosen)

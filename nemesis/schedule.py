@@ -61,6 +61,8 @@ class Package:
     min_nodes: int
     make: Callable[[list[str], random.Random], Fault | Nested]
     on_coordinators: bool = False  # aimed at a coordination service: only kinds that have one
+    # plays the operator who fails the cluster over: only kinds that do not do it themselves
+    operator: bool = False
     # its faults depend on the cluster kind: `make` also takes the kind's moments and whether
     # the backend can cut power, as the keywords `moments` and `power`
     reads_kind: bool = False

@@ -75,7 +75,9 @@ class Append(Workload):
 
     def invoke(self, conn: psycopg.Connection, f: str, value: Any) -> Any:
         done = []
-        for kind, key, arg in value:
+        for i, (kind, key, arg) in enumerate(value):
+            if i:
+                self.pause()
             if kind == "r":
                 row = conn.execute("SELECT vals FROM append_lists WHERE k = %s", (key,)).fetchone()
                 done.append(["r", key, list(row[0]) if row else []])

@@ -62,7 +62,9 @@ class Bank(Workload):
         row = conn.execute("SELECT balance FROM bank_accounts WHERE id = %s", (src,)).fetchone()
         if row is None or row[0] < amount:
             raise Definite(f"insufficient funds in account {src}")
+        self.pause()
         conn.execute("UPDATE bank_accounts SET balance = balance - %s WHERE id = %s", (amount, src))
+        self.pause()
         conn.execute("UPDATE bank_accounts SET balance = balance + %s WHERE id = %s", (amount, dst))
         return value
 

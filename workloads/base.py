@@ -8,6 +8,7 @@ workload with a connection and records what comes back, and the checkers read th
 from __future__ import annotations
 
 import random
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -29,6 +30,7 @@ class WorkloadOptions:
     key_count: int = 5
     max_writes_per_key: int = 32
     max_txn_length: int = 4
+    op_pause: float = 0.0  # seconds: the most a transaction pauses between its statements
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -68,6 +70,13 @@ class Workload(ABC):
     @abstractmethod
     def final_ops(self) -> list[tuple[str, Any]]:
         """Operations to run after the faults are healed (the final reads)."""
+
+    def pause(self) -> None:
+        """A random pause between two statements of a transaction (--op-pause), to widen the
+        windows in which concurrent transactions overlap; not drawn from the run's seed, as it
+        changes only when statements run, never which."""
+        if self.options.op_pause > 0:
+            time.sleep(random.uniform(0, self.options.op_pause))
 
     def checker_params(self) -> dict[str, Any]:
         """What this workload's checkers need to know about the run (accounts, total, …)."""

@@ -5,6 +5,12 @@ operation may take: when it fires it shuts the socket down (a cancel request wou
 paused or partitioned server, and cancelling a wait for synchronous replication would let COMMIT
 return success for a commit that is not replicated). The phase the operation was in when it failed
 decides `fail` versus `info` (see workloads.errors).
+
+A client may also cancel, as applications do (`--cancel-after S`): each statement has a
+`statement_timeout` of S, and COMMIT, which that timeout does not bound once the commit waits for
+a synchronous standby, gets a cancel request after S. A COMMIT so cancelled while it waited returns
+success with a WARNING that the commit is local only: the operation is `ok`, as the client saw it,
+and the warning is kept with it.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class Completion:
     # a write's WAL insert position after its statements, before its commit: its commit record
     # ends past it, so a quorum that holds less than this cannot hold the write
     lsn: int | None = None
+    warning: str | None = None  # what the server warned of while the operation committed
 
 
 class Watchdog:
@@ -68,6 +75,30 @@ class Watchdog:
         self._timer.cancel()
 
 
+class Canceller:
+    """Sends a cancel request for the connection's statement after `seconds` (none if None), as
+    an application or a pool that gives up on a statement does."""
+
+    def __init__(self, conn: psycopg.Connection, seconds: float | None) -> None:
+        self._conn = conn
+        self._timer = None if seconds is None else threading.Timer(seconds, self._fire)
+        if self._timer is not None:
+            self._timer.daemon = True
+
+    def _fire(self) -> None:
+        with contextlib.suppress(psycopg.Error, OSError):
+            self._conn.cancel_safe(timeout=2.0)
+
+    def __enter__(self) -> Canceller:
+        if self._timer is not None:
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 def wal_position(conn: psycopg.Connection) -> int:
     """The server's WAL insert position, in bytes (psycopg reads pg_lsn as text)."""
     row = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchone()
@@ -88,6 +119,7 @@ class PostgresClient:
         target_session_attrs: str = "any",
         nodes: dict[str, str] | None = None,
         two_phase: bool = False,
+        cancel_after: float | None = None,
     ) -> None:
         self._params = {
             "host": host,
@@ -100,11 +132,17 @@ class PostgresClient:
         self._isolation = ISOLATION_LEVELS[isolation]
         self._timeout = timeout
         self._two_phase = two_phase
+        self._cancel_after = cancel_after
+        self._warnings: list[str] = []  # the server's warnings since the last COMMIT began
         self._conn: psycopg.Connection | None = None
+        self._reader: PostgresClient | None = None  # where read-only operations go, if apart
+        self._served: PostgresClient = self  # the client that ran the last operation
 
     @classmethod
-    def from_endpoint(cls, ep: Endpoint, isolation: str, timeout: float) -> PostgresClient:
-        return cls(
+    def from_endpoint(
+        cls, ep: Endpoint, isolation: str, timeout: float, cancel_after: float | None = None
+    ) -> PostgresClient:
+        client = cls(
             ep.host,
             ep.port,
             ep.dbname,
@@ -114,7 +152,11 @@ class PostgresClient:
             ep.target_session_attrs,
             dict(ep.nodes),
             ep.two_phase,
+            cancel_after,
         )
+        if ep.reads is not None:
+            client._reader = cls.from_endpoint(ep.reads, isolation, timeout, cancel_after)
+        return client
 
     def setup(self, workloads: list[Workload]) -> dict[str, str]:
         """Create the workloads' tables; return the server's version, for the report."""
@@ -129,8 +171,10 @@ class PostgresClient:
 
     def connect(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
+            cancel = self._cancel_after
             self._conn = psycopg.connect(
                 **self._params,
+                **({"options": f"-c statement_timeout={int(cancel * 1000)}"} if cancel else {}),
                 connect_timeout=max(1, int(self._timeout)),
                 autocommit=False,
                 keepalives=1,
@@ -140,24 +184,38 @@ class PostgresClient:
                 tcp_user_timeout=int(self._timeout * 1000),
             )
             self._conn.isolation_level = self._isolation
+            self._conn.add_notice_handler(self._notice)
         return self._conn
+
+    def _notice(self, diag: psycopg.errors.Diagnostic) -> None:
+        if diag.severity_nonlocalized == "WARNING":
+            said = " ".join(filter(None, (diag.message_primary, diag.message_detail)))
+            self._warnings.append(f"{diag.sqlstate}: {said}")
 
     @property
     def node(self) -> str | None:
-        """The node behind the host the connection went to, when the endpoint names several."""
-        if self._conn is None or self._conn.closed:
+        """The node behind the host the last operation's connection went to, when the endpoint
+        names several."""
+        served = self._served
+        if served._conn is None or served._conn.closed:
             return None
-        return self._nodes.get(f"{self._conn.info.host}:{self._conn.info.port}")
+        return served._nodes.get(f"{served._conn.info.host}:{served._conn.info.port}")
 
     def close(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn = None
+        if self._reader is not None:
+            self._reader.close()
 
     def run(self, workload: Workload, f: str, value: Any) -> Completion:
-        """Run one operation as one transaction and say what is known of its outcome."""
+        """Run one operation as one transaction and say what is known of its outcome; a
+        read-only one where the endpoint sends reads, if it names a place."""
         read_only = not workload.writes(f, value)
+        self._served = self._reader if read_only and self._reader is not None else self
+        if self._served is not self:
+            return self._served.run(workload, f, value)
         phase: Phase = "connect"
         try:
             conn = self.connect()
@@ -167,10 +225,12 @@ class PostgresClient:
                     result = workload.invoke(conn, f, value)
                     lsn = None if read_only else wal_position(conn)
                     phase = "commit"
-                    if self._two_phase and not read_only:
-                        prepare_and_wait(conn)  # the confirm/rollback mode's commit
-                    else:
-                        conn.commit()
+                    self._warnings.clear()
+                    with Canceller(conn, self._cancel_after):
+                        if self._two_phase and not read_only:
+                            prepare_and_wait(conn)  # the confirm/rollback mode's commit
+                        else:
+                            conn.commit()
                 except Definite as e:
                     conn.rollback()
                     return Completion("fail", value, str(e))
@@ -180,7 +240,8 @@ class PostgresClient:
                             f"no answer within {self._timeout:g}s ({describe(e)})"
                         ) from e
                     raise
-            return Completion("ok", result, lsn=lsn)
+            warning = "; ".join(self._warnings) or None
+            return Completion("ok", result, lsn=lsn, warning=warning)
         except Exception as e:
             outcome = classify(e, phase=phase, read_only=read_only)
             self._discard_after(e)

@@ -112,6 +112,7 @@ class ClusterKind(ABC):
     cluster-state rules those are held to and the moments of its protocol they show."""
 
     name: ClassVar[str]
+    about: ClassVar[str]  # what it is, in a few words, for `--cluster`'s help
     cli_options: ClassVar[tuple[KindOption, ...]] = ()
     # The contract the checkers hold its histories to (DESIGN.md); a kind whose contract is an
     # option says so in `contract_of`.
@@ -162,6 +163,17 @@ class ClusterKind(ABC):
     def contract_of(cls, options: Mapping[str, Any]) -> Contract:
         """The contract a run with these (checked) options is held to."""
         return cls.contract
+
+    @classmethod
+    def isolation_refused(cls, options: Mapping[str, Any], isolation: str) -> str | None:
+        """Why a run with these (checked) options cannot run transactions at `isolation`, as
+        the sentence's end ("… cannot run serializable transactions"), or None."""
+        return None
+
+    @classmethod
+    def realtime_order_of(cls, options: Mapping[str, Any]) -> bool:
+        """Whether a run with these (checked) options keeps real-time order (`realtime_order`)."""
+        return cls.realtime_order
 
     @classmethod
     def moments_of(cls, options: Mapping[str, Any]) -> tuple[type[Moment], ...]:
@@ -255,3 +267,24 @@ class ClusterKind(ABC):
 
     def teardown(self) -> list[str]:
         return self.backend.down(self.cluster)
+
+
+class OperatorFailover(ABC):
+    """A kind that does not fail over by itself: an operator's script does (plain streaming
+    replication), and the `promote` fault plays the operator. The fault decides when and how
+    the primary is fenced; the kind knows how its servers are stopped, promoted and re-pointed."""
+
+    @abstractmethod
+    def fence(self, node: Node) -> str:
+        """Stop the node's server at once, as a STONITH would; what was done."""
+
+    @abstractmethod
+    def promote_most_advanced(self, deposed: str) -> dict[str, Any]:
+        """Promote the standby that received the most WAL, other than `deposed`, and point the
+        others at it: what was done (the positions each reported, who was promoted and who
+        follows it); no one is promoted when no standby answers."""
+
+    @abstractmethod
+    def rejoin(self, node: Node) -> dict[str, Any]:
+        """Bring a deposed primary back as a standby of the one that takes writes now (rewound,
+        or a new base backup when it cannot be): what was done."""

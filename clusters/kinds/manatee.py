@@ -80,6 +80,10 @@ log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] -
 
 class ManateeCluster(ClusterKind):
     name = "manatee"
+    about = (
+        "seed 004: Postgres peers whose roles come from ZooKeeper; its nodes' image is built "
+        "on first use"
+    )
     realtime_order = True  # the seed promises one writable primary
     coordinated: ClassVar[bool] = True
     cli_options = (

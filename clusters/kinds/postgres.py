@@ -40,9 +40,7 @@ def quote(s: str) -> str:
 
 def init(node: Node, extra_conf: str = "") -> None:
     """Create the data directory (once) with trust auth for the harness's network."""
-    node.exec(
-        f"mkdir -p {LOG_DIR} /var/lib/harness && chown postgres:postgres {LOG_DIR} /var/lib/harness"
-    )
+    make_dirs(node)
     if node.exec(f"test -f {PGDATA}/PG_VERSION", check=False).code == 0:
         return
     node.exec(as_postgres(f"{PG_BIN}/initdb -D {PGDATA} -U {USER} --auth=trust -E UTF8 >/dev/null"))
@@ -52,6 +50,13 @@ def init(node: Node, extra_conf: str = "") -> None:
     node.exec(as_postgres(f"echo \"include_dir = 'conf.d'\" >> {PGDATA}/postgresql.conf"))
     node.exec(as_postgres(f"echo 'host all all 0.0.0.0/0 trust' >> {PGDATA}/pg_hba.conf"))
     node.exec(as_postgres(f"echo 'host replication all 0.0.0.0/0 trust' >> {PGDATA}/pg_hba.conf"))
+
+
+def make_dirs(node: Node) -> None:
+    """The folders Postgres's data and log go in, the postgres user's."""
+    node.exec(
+        f"mkdir -p {LOG_DIR} /var/lib/harness && chown postgres:postgres {LOG_DIR} /var/lib/harness"
+    )
 
 
 def start(node: Node) -> None:

@@ -74,6 +74,7 @@ wal_keep_size = 256MB
 
 class SafekeeperCluster(ClusterKind):
     name = "safekeeper"
+    about = "Postgres, proxy, safekeepers"
     realtime_order = True  # one primary at a time (the gate, the lease)
     _addresses: dict[str, tuple[str, int]] | None = None  # the daemons' status ports, once known
     cli_options = (

@@ -14,6 +14,7 @@ from core.endpoint import Endpoint
 
 class SingleCluster(ClusterKind):
     name = "single"
+    about = "one Postgres"
     realtime_order = True
     collected = (pg.LOG_DIR,)
 

@@ -43,6 +43,7 @@ LEASE = 3.0  # seconds a leader keeps taking writes without hearing a quorum of 
 
 class TarantoolCluster(ClusterKind):
     name = "tarantool"
+    about = "Tarantool 2.6's synchronous replication, checked in the confirm-rollback contract"
     contract = Contract.CONFIRM_ROLLBACK  # the only one Tarantool's synchronous replication has
     cli_options = (
         KindOption(

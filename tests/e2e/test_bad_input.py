@@ -47,12 +47,22 @@ def test_tarantool_sizes_and_options(store: Path) -> None:
     assert not store.exists()
 
 
+def test_streaming_reads_on_standbys_need_an_isolation_they_can_run(store: Path) -> None:
+    args = ("run", "--cluster", "streaming", "--read-from", "replicas", "--store", str(store))
+    text = assert_one_sentence(harness(*args))
+    assert "cannot run serializable transactions" in text and "repeatable-read" in text
+    assert "'semi' is not one of" in assert_one_sentence(harness(*args, "--replication", "semi"))
+    assert not store.exists()
+
+
 def test_unknown_flag_is_254_not_click_s_2() -> None:
     assert "--frobnicate" in assert_one_sentence(harness("run", "--frobnicate"))
 
 
 def test_bad_number() -> None:
     assert_one_sentence(harness("run", "--time", "-5"))
+    assert "--op-pause must be" in assert_one_sentence(harness("run", "--op-pause", "-1"))
+    assert "--cancel-after must be" in assert_one_sentence(harness("run", "--cancel-after", "0"))
 
 
 def test_missing_docker_engine(store: Path) -> None:

@@ -1,0 +1,54 @@
+"""What a client does besides running operations: pausing between a transaction's statements
+(--op-pause), and cancelling (--cancel-after), which only a Postgres client can."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.endpoint import Endpoint, Protocol
+from core.errors import BadInput
+from workloads import build
+from workloads.base import WorkloadOptions
+from workloads.clients import client_for
+from workloads.postgres import PostgresClient
+
+
+class Statements:
+    """A connection's stand-in that records the statements the workload sends."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def execute(self, sql: str, params: Any = None) -> Statements:
+        self.sent.append(sql.split()[0])
+        return self
+
+    def fetchone(self) -> None:
+        return None
+
+
+def test_a_transaction_pauses_between_its_statements_never_before_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr("workloads.base.time.sleep", pauses.append)
+    (append,) = build(["append"], WorkloadOptions(op_pause=0.01))
+    conn = Statements()
+    append.invoke(conn, "txn", [["append", 1, 1], ["r", 1, None], ["append", 2, 1]])  # type: ignore[arg-type]
+    assert conn.sent == ["INSERT", "SELECT", "INSERT"]
+    assert len(pauses) == 2 and all(0 <= p <= 0.01 for p in pauses)
+    (quiet,) = build(["append"], WorkloadOptions())
+    pauses.clear()
+    quiet.invoke(Statements(), "txn", [["append", 1, 2], ["append", 1, 3]])  # type: ignore[arg-type]
+    assert pauses == []
+
+
+def test_only_a_postgres_client_cancels() -> None:
+    postgres = Endpoint("n1", "127.0.0.1", 5432, "harness", "postgres")
+    client = client_for(postgres, "serializable", 5.0, cancel_after=1.0)
+    assert isinstance(client, PostgresClient)
+    tarantool = Endpoint("n1", "127.0.0.1", 3301, "", "", protocol=Protocol.TARANTOOL)
+    with pytest.raises(BadInput, match="--cancel-after cancels Postgres statements"):
+        client_for(tarantool, "serializable", 5.0, cancel_after=1.0)
