@@ -41,6 +41,26 @@ def process_value(process: str) -> int | str:
     )
 
 
+def with_warnings(result: dict[str, Any]) -> dict[str, Any]:
+    """A checker's result whose anomalies say which of their acknowledged operations the server
+    acknowledged with a warning: a COMMIT cancelled while it waited for a synchronous standby
+    returns success, warning that it committed locally only; that is why such a write can be
+    lost, and a person reading the anomaly should see it."""
+    anomalies = []
+    for anomaly in result.get("anomalies") or []:
+        ops = [op for op in anomaly.get("ops") or [] if isinstance(op, dict)]
+        warned = [op for op in ops if op.get("warning") and op.get("type") == "ok"]
+        if warned:
+            said = "; ".join(f"index {op['invoke_index']}: {op['warning']}" for op in warned)
+            anomaly = anomaly | {
+                "explanation": f"{anomaly.get('explanation', '').rstrip('.')}. Acknowledged "
+                f"with the server's warning ({said})",
+                "warned": [op["invoke_index"] for op in warned],
+            }
+        anomalies.append(anomaly)
+    return result | {"anomalies": anomalies} if "anomalies" in result else result
+
+
 def op_dict(row: Mapping[str, Any]) -> Op:
     """One operation from a table's row (values as JSON text, the process as text)."""
     op = dict(row)

@@ -49,6 +49,7 @@ SCHEMA = pa.schema(
         ("latency_ns", pa.int64()),
         ("lsn", pa.int64()),
         ("write", pa.bool_()),
+        ("warning", pa.string()),
     ]
 )
 assert tuple(SCHEMA.names) == OP_COLUMNS
@@ -192,7 +193,7 @@ def _problem(line: str) -> str:
         return f"its f {json.dumps(event.get('f'))} is not a string"
     if event.get("write") is not None and not isinstance(event["write"], bool):
         return f"its write {json.dumps(event['write'])} is neither true nor false"
-    for key in ("node", "error", "workload"):
+    for key in ("node", "error", "workload", "warning"):
         if event.get(key) is not None and not isinstance(event[key], str):
             return f"its {key} {json.dumps(event[key])} is not a string"
     if event.get("lsn") is not None and (problem := _integer("lsn", event["lsn"])):
@@ -233,6 +234,7 @@ class _Columns(NamedTuple):
     workload: pa.Array
     lsn: pa.Array
     write: pa.Array
+    warning: pa.Array
 
 
 def _columns(path: Path, events: list[Event]) -> _Columns:
@@ -250,7 +252,10 @@ def _columns(path: Path, events: list[Event]) -> _Columns:
     kind = np.fromiter(map(_TYPE_CODES.__getitem__, fields["type"]), np.int8, len(index))
     fs, f = _codes(fields["f"])
     values = _texts(fields.pop("value"))
-    texts = {name: pa.array(fields[name], pa.string()) for name in ("node", "error", "workload")}
+    texts = {
+        name: pa.array(fields[name], pa.string())
+        for name in ("node", "error", "workload", "warning")
+    }
     lsn = pa.array(fields["lsn"], pa.int64())
     write = pa.array(fields["write"], pa.bool_())
     return _Columns(index, time, process, names, kind, f, fs, values, **texts, lsn=lsn, write=write)
@@ -377,6 +382,7 @@ def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
             "latency_ns": pc.subtract(complete_time, time.take(at)),
             "lsn": c.lsn.take(done),
             "write": pc.if_else(pa.array(pairs.client), c.write.take(at), None),
+            "warning": c.warning.take(done),
         },
         schema=SCHEMA,
     )

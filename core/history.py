@@ -41,6 +41,7 @@ class Event(msgspec.Struct, gc=False, omit_defaults=True):
     workload: str | None = None
     lsn: Int64 | None = None
     write: bool | None = None
+    warning: str | None = None  # what the server warned of as the operation completed
 
 
 class Op(TypedDict):
@@ -62,6 +63,7 @@ class Op(TypedDict):
     latency_ns: int | None
     lsn: int | None
     write: bool | None  # as the workload declared it; None for the nemesis
+    warning: str | None  # the completion's: what the server warned of (a COMMIT cancelled)
 
 
 OP_COLUMNS = tuple(Op.__annotations__)

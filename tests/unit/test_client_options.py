@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from checkers.operations import with_warnings
 from core.endpoint import Endpoint, Protocol
 from core.errors import BadInput
 from workloads import build
@@ -52,3 +53,23 @@ def test_only_a_postgres_client_cancels() -> None:
     tarantool = Endpoint("n1", "127.0.0.1", 3301, "", "", protocol=Protocol.TARANTOOL)
     with pytest.raises(BadInput, match="--cancel-after cancels Postgres statements"):
         client_for(tarantool, "serializable", 5.0, cancel_after=1.0)
+
+
+def test_an_anomaly_names_the_operations_acknowledged_with_a_warning() -> None:
+    warned = {"invoke_index": 4, "type": "ok", "warning": "01000: committed locally"}
+    plain = {"invoke_index": 9, "type": "ok", "warning": None}
+    result = {
+        "valid": False,
+        "anomalies": [
+            {"type": "lost", "explanation": "element 4 was lost.", "ops": [warned, plain]},
+            {"type": "lost", "explanation": "element 9 was lost", "ops": [plain]},
+        ],
+    }
+    first, second = with_warnings(result)["anomalies"]
+    assert first["explanation"] == (
+        "element 4 was lost. Acknowledged with the server's warning (index 4: 01000: committed "
+        "locally)"
+    )
+    assert first["warned"] == [4]
+    assert second == result["anomalies"][1]
+    assert with_warnings({"valid": True}) == {"valid": True}

@@ -194,7 +194,14 @@ def test_pairing_and_unknown_outcomes(write_history: WriteHistory) -> None:
             {"process": 0, "type": "invoke", "f": "add", "value": 1, "node": "n1"},
             {"process": "nemesis", "type": "invoke", "f": "kill", "value": ["n2"]},
             {"process": 1, "type": "invoke", "f": "add", "value": 2},
-            {"process": 0, "type": "ok", "f": "add", "value": 1, "lsn": 2**40 + 7},
+            {
+                "process": 0,
+                "type": "ok",
+                "f": "add",
+                "value": 1,
+                "lsn": 2**40 + 7,
+                "warning": "01000: committed locally",
+            },
             {"process": "nemesis", "type": "info", "f": "kill", "value": {"killed": ["n2"]}},
             {"process": 1, "type": "fail", "f": "add", "value": 2, "error": "conflict"},
             {"process": "nemesis", "type": "info", "f": "heal", "value": None},
@@ -221,10 +228,11 @@ def test_pairing_and_unknown_outcomes(write_history: WriteHistory) -> None:
         "latency_ns": 3_000_000,
         "lsn": 2**40 + 7,  # the write's WAL position, from its completion
         "write": True,  # as the invocation recorded it
+        "warning": "01000: committed locally",  # what the server warned of, from its completion
     }
     assert by_index[1]["write"] is None  # the nemesis's operations write nothing of a workload
     assert by_index[2]["type"] == "fail" and by_index[2]["error"] == "conflict"
-    assert by_index[2]["lsn"] is None
+    assert by_index[2]["lsn"] is None and by_index[2]["warning"] is None
     # Nemesis pairs are kept, and a lone nemesis event is an operation of its own.
     assert by_index[1]["process"] == "nemesis" and by_index[1]["value"] == {"killed": ["n2"]}
     assert by_index[6]["f"] == "heal" and by_index[6]["complete_index"] == 6

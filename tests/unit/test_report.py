@@ -247,6 +247,7 @@ def test_a_long_history_without_its_concurrency_keeps_every_operation(tmp_path: 
         "latency_ns": [500_000] * n,
         "lsn": invoke * 100,
         "write": [True] * n,
+        "warning": [None] * n,
     }
     order = rng.permutation(n)
     kinds = {
