@@ -35,12 +35,15 @@ from run_rows import (
 
 HARNESS = Path(sys.executable).parent / "harness"
 # name → (--read-from, --replication, --rate, --concurrency, --op-pause ms)
+# Jepsen's RDS test sent half its clients to the writer endpoint, whose read-only transactions
+# ran on the primary, and half to the readers: `any` spreads the workers' reads over every node
+# likewise, so that one order of two commits is seen on the primary and the other on a standby.
 CONFIGS: dict[str, tuple[str, str, float, int, float]] = {
-    "jepsen": ("replicas", "async", 100, 20, 10),  # Jepsen's RDS knobs, as near as ours go
-    "jepsen-sync": ("replicas", "sync", 100, 20, 10),
-    "flat-out": ("replicas", "async", 0, 20, 10),  # unthrottled
-    "flat-out-no-pause": ("replicas", "async", 0, 20, 0),
-    "any-node": ("any", "async", 100, 20, 10),
+    "jepsen": ("any", "async", 100, 20, 10),  # Jepsen's knobs, as near as ours go
+    "jepsen-sync": ("any", "sync", 100, 20, 10),
+    "flat-out": ("any", "async", 0, 20, 10),  # unthrottled
+    "flat-out-no-pause": ("any", "async", 0, 20, 0),
+    "replicas": ("replicas", "async", 100, 20, 10),  # every read-only transaction on a standby
     "control": ("primary", "async", 100, 20, 10),  # every read on the primary: expected clean
 }
 COLUMNS = (
