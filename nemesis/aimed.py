@@ -9,7 +9,9 @@ less. An aimed fault brings a moment about and watches for it:
    about: the loss of the node that leads (it is partitioned off alone, killed or paused: clients
    stay connected to a partitioned one), for the rest of the fault or only until another node
    leads (a deposed primary then rebuilds); or a node that does not lead cut off for a few
-   seconds and let back (it then has to catch up).
+   seconds and let back (it then has to catch up). On a kind that does not fail over by itself
+   (OperatorFailover), the leader is lost as the `promote` fault loses it: cut off and left
+   running (for a partition) or stopped, and a standby promoted.
 2. **Watch.** The fault polls the cluster every POLL_EVERY seconds, as the harness's own polls
    do but five times as often, and feeds each round to the moment, until it holds (or WATCH_S).
 3. **Strike.** After a delay drawn from the seed, one of the moment's roles, the first of an
@@ -35,7 +37,7 @@ import time
 from typing import Any
 
 from checkers.moments import LeaderChanged, Moment, Roles, leading
-from clusters.kinds.base import ClusterKind
+from clusters.kinds.base import ClusterKind, OperatorFailover
 from core.polls import Round
 from nemesis import grudges
 from nemesis.fault import Fault
@@ -43,6 +45,7 @@ from nemesis.kill import Kill, Restart
 from nemesis.partition import Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
+from nemesis.promote import Promote
 from nemesis.seed003 import MIN_NODES as SEED003_NODES
 from nemesis.seed003 import Seed003
 
@@ -171,7 +174,12 @@ class Aimed(Fault):
         leader = cluster.leader()
         if leader is None:
             return {"error": "no node leads"}
-        fault = self._make(self.provocation, names, [leader])
+        if isinstance(cluster, OperatorFailover):
+            # nothing takes over by itself: the leader is lost as an operator's failover does it,
+            # cut off (and left running) or stopped
+            fault: Fault = Promote("isolate" if self.provocation == "partition" else "stop")
+        else:
+            fault = self._make(self.provocation, names, [leader])
         done = self._begin(cluster, fault) | {"target": leader}
         if self.moment.provoke != "leader-back":
             return done

@@ -116,3 +116,31 @@ def test_a_cancelled_commit_waiting_for_a_standby_returns_ok_with_the_warning(
     finally:
         pause.stop(streaming)
         client.close()
+
+
+def test_under_quorum_and_remote_apply_one_standby_paused_the_other_answers_and_shows_it(
+    docker_backend: Backend, cluster_name: str
+) -> None:
+    """ANY 1 (…): a commit waits for any one standby, so with n2 paused n3 confirms it; and
+    with synchronous_commit remote_apply, n3 has replayed it when COMMIT returns."""
+    options = {"replication": "quorum", "synchronous_commit": "remote_apply", "read_from": "any"}
+    kind = StreamingCluster(docker_backend, cluster_name, options)
+    kind.deploy(lambda msg: None)
+    states = pg.psql(kind.nodes[0], "SELECT string_agg(sync_state, ',') FROM pg_stat_replication")
+    assert states == "quorum,quorum"
+    (sets,) = build(["set"], WorkloadOptions())
+    writes, on_n3 = kind.endpoints()[0], kind.endpoints()[2]
+    assert on_n3.reads is not None and on_n3.reads.node == "n3"
+    client = PostgresClient.from_endpoint(on_n3, "repeatable-read", 5.0)
+    pause = Pause("one", ["n2"])
+    try:
+        PostgresClient.from_endpoint(writes, "serializable", 5.0).setup([sets])
+        pause.start(kind)
+        for element in range(20):
+            assert client.run(sets, "add", element).type == "ok"
+            read = client.run(sets, "read", None)
+            assert (read.type, client.node) == ("ok", "n3")
+            assert element in read.value  # replayed on n3 before COMMIT returned
+    finally:
+        pause.stop(kind)
+        client.close()

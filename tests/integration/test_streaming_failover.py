@@ -11,10 +11,12 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from checkers.moments import LeaderChanged
 from clusters.backend import Backend, Node
 from clusters.kinds import postgres as pg
 from clusters.kinds.streaming import StreamingCluster
 from core.polls import StreamingPoll
+from nemesis.aimed import Aimed
 from nemesis.promote import Promote
 from tests.integration.conftest import eventually
 
@@ -117,3 +119,24 @@ def test_a_stopped_primary_s_standby_takes_over_and_it_comes_back_as_a_standby(
         undone = fault.stop(streaming)
     assert undone["rejoined"] == old and undone["how"] == "pg_rewind", undone
     eventually(lambda: settled(streaming, new, 3), "the old primary streaming again")
+
+
+def test_an_aimed_fault_loses_the_leader_as_an_operator_would_and_strikes_the_new_one(
+    streaming: StreamingCluster,
+) -> None:
+    """Nothing fails over by itself here: the aimed fault provokes a failover with `promote`,
+    sees the new leader, and pauses it; at its end the pause and the failover are undone."""
+    old = streaming.leader()
+    assert old is not None
+    timeline = polled(streaming)[old].timeline or 0
+    fault = Aimed(LeaderChanged, ("new-leader",), "kill", "pause", 0.0, 3.0, 0.0)
+    try:
+        done = fault.start(streaming)
+        assert done["provoked"]["fault"] == "promote" and done["provoked"]["fence"] == "stop"
+        assert done["reached"] is True and done["role"] == "new-leader", done
+        (new,) = done["roles"]["new-leader"]
+        assert new != old and done["strike"]["targets"] == [new]
+        assert new not in polled(streaming)  # paused: its Postgres does not answer
+    finally:
+        fault.stop(streaming)
+    eventually(lambda: settled(streaming, new, timeline + 1), "the old primary following the new")
