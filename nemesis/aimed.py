@@ -14,6 +14,8 @@ less. An aimed fault brings a moment about and watches for it:
    running (for a partition) or stopped, and a standby promoted.
 2. **Watch.** The fault polls the cluster every POLL_EVERY seconds, as the harness's own polls
    do but five times as often, and feeds each round to the moment, until it holds (or WATCH_S).
+   A follower is watched while it is cut off too: seen behind then, it is struck as soon as it
+   is let back, when it catches up (often within a poll).
 3. **Strike.** After a delay drawn from the seed, one of the moment's roles, the first of an
    order drawn from the seed that has nodes, is killed (restarted at the fault's end), crashed
    and restarted at once, paused, partitioned off alone or (where the backend has the power
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from checkers.moments import LeaderChanged, Moment, Roles, leading
@@ -133,23 +136,30 @@ class Aimed(Fault):
         first = round_now()
         observer.observe(first)  # what the moment compares with: who leads, the terms held
         value = self.plan()
-        provoked = self._provoke(cluster, names, first)
-        value["provoked"] = provoked
-        if provoked.get("error"):
-            return value | {"reached": False}
-        # Watch until the moment holds with a node in one of the roles tried: a round may show
-        # the moment before the poll names who plays its parts (a node that did not answer).
-        deadline = time.monotonic() + WATCH_S
         roles: Roles | None = None
         seen: float | None = None
         role: str | None = None
-        while role is None and time.monotonic() < deadline:
-            time.sleep(POLL_EVERY)
+
+        def watch() -> None:
+            """One round more: the moment's roles, once it holds with a node in a role tried
+            (a round may show the moment before the poll names who plays its parts)."""
+            nonlocal roles, seen, role
             now = observer.observe(round_now())
             if now is not None:
                 roles = now
                 seen = seen if seen is not None else round(time.monotonic() - began, 2)
                 role = next((r for r in self.roles if now.get(r)), None)
+
+        provoked = self._provoke(cluster, names, first, watch)
+        value["provoked"] = provoked
+        if provoked.get("error"):
+            return value | {"reached": False}
+        # A follower seen behind while it was cut off catches up as soon as it is let back,
+        # often faster than a poll: the strike comes then, with the roles seen during the cut.
+        deadline = time.monotonic() + WATCH_S
+        while role is None and time.monotonic() < deadline:
+            time.sleep(POLL_EVERY)
+            watch()
         if roles is None:
             return value | {"reached": False, "watched_s": WATCH_S}
         value |= {"reached": True, "seen_s": seen, "roles": roles, "role": role}
@@ -159,8 +169,11 @@ class Aimed(Fault):
         struck = self._strike(cluster, names, sorted(roles[role]))
         return value | {"strike": struck, "struck_s": round(time.monotonic() - began, 2)}
 
-    def _provoke(self, cluster: ClusterKind, names: list[str], first: Round) -> dict[str, Any]:
-        """Bring the moment about: the leader lost, or a follower cut off and let back."""
+    def _provoke(
+        self, cluster: ClusterKind, names: list[str], first: Round, watch: Callable[[], None]
+    ) -> dict[str, Any]:
+        """Bring the moment about: the leader lost, or a follower cut off (watched meanwhile
+        with `watch`) and let back."""
         if self.moment.provoke == "follower":
             followers = self.moment.followers(first)
             if not followers:
@@ -168,7 +181,10 @@ class Aimed(Fault):
             cut = followers[int(self.pick * len(followers))]
             fault = self._make("partition", names, [cut])
             self._begin(cluster, fault)
-            time.sleep(self.cut)
+            until = time.monotonic() + self.cut
+            while (left := until - time.monotonic()) > 0:
+                time.sleep(min(POLL_EVERY, left))
+                watch()
             self._end(cluster, fault)
             return {"fault": "partition", "cut_off": cut, "for_s": self.cut}
         leader = cluster.leader()
