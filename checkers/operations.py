@@ -51,7 +51,9 @@ def with_warnings(result: dict[str, Any]) -> dict[str, Any]:
         ops = [op for op in anomaly.get("ops") or [] if isinstance(op, dict)]
         warned = [op for op in ops if op.get("warning") and op.get("type") == "ok"]
         if warned:
-            said = "; ".join(f"index {op['invoke_index']}: {op['warning']}" for op in warned)
+            said = "; ".join(
+                f"index {op['invoke_index']}: {op['warning'].rstrip('.')}" for op in warned
+            )
             anomaly = anomaly | {
                 "explanation": f"{anomaly.get('explanation', '').rstrip('.')}. Acknowledged "
                 f"with the server's warning ({said})",
@@ -59,6 +61,32 @@ def with_warnings(result: dict[str, Any]) -> dict[str, Any]:
             }
         anomalies.append(anomaly)
     return result | {"anomalies": anomalies} if "anomalies" in result else result
+
+
+def with_nodes(result: dict[str, Any]) -> dict[str, Any]:
+    """A result whose cycles say where each of their transactions ran, when they ran on more
+    than one node: with reads on standbys, a cycle whose reads disagree across nodes (a Long
+    Fork: two commits seen in one order on one node and in the other on another) is read from
+    where each transaction ran."""
+    anomalies = []
+    for anomaly in result.get("anomalies") or []:
+        ops = [op for op in anomaly.get("ops") or [] if isinstance(op, dict)]
+        nodes = {f"T{op['invoke_index']}": op.get("node") for op in ops}
+        if anomaly.get("cycle") and len(set(nodes.values()) - {None}) > 1:
+            where = ", ".join(f"{name} on {node}" for name, node in nodes.items() if node)
+            anomaly = anomaly | {
+                "explanation": f"{anomaly.get('explanation', '').rstrip('.')}. They ran on "
+                f"different nodes: {where}",
+                "nodes": nodes,
+            }
+        anomalies.append(anomaly)
+    return result | {"anomalies": anomalies} if "anomalies" in result else result
+
+
+def annotated(result: dict[str, Any]) -> dict[str, Any]:
+    """A checker's result with what its anomalies' operations add for a reader: the warnings
+    they were acknowledged with, the nodes a cycle's transactions ran on."""
+    return with_nodes(with_warnings(result))
 
 
 def op_dict(row: Mapping[str, Any]) -> Op:

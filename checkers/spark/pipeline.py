@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.catalog import ALWAYS, STATS, Checker
-from checkers.operations import with_warnings
+from checkers.operations import annotated
 from checkers.spark.history_table import store_operations
 from checkers.spark.registry import FEEDS, OWN_TABLE, OWN_TABLES
 from checkers.spark.session import Spark, session_of
@@ -83,14 +83,12 @@ def analyze(
             own_table = session.read.parquet(str(own[workload])) if workload in built else None
             for checker in checks[workload]:
                 progress(f"the {checker.name} checker")
-                results[checker.name] = with_warnings(
+                results[checker.name] = annotated(
                     _run(checker.name, mine, params.get(checker.name, {}), own_table)
                 )
         for checker in ALWAYS:
             progress(f"the {checker.name} checker")
-            results[checker.name] = with_warnings(
-                _run(checker.name, ops, params.get(checker.name, {}))
-            )
+            results[checker.name] = annotated(_run(checker.name, ops, params.get(checker.name, {})))
 
         others = {c["workload"] for c in results[STATS.name]["counts"]} - {None, *workloads}
         notes.extend(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from checkers.operations import with_warnings
+from checkers.operations import annotated, with_warnings
 from core.endpoint import Endpoint, Protocol
 from core.errors import BadInput
 from workloads import build
@@ -73,3 +73,24 @@ def test_an_anomaly_names_the_operations_acknowledged_with_a_warning() -> None:
     assert first["warned"] == [4]
     assert second == result["anomalies"][1]
     assert with_warnings({"valid": True}) == {"valid": True}
+
+
+def test_a_cycle_says_where_its_transactions_ran_when_they_ran_apart() -> None:
+    def txn(index: int, node: str | None) -> dict[str, Any]:
+        return {"invoke_index": index, "type": "ok", "node": node}
+
+    apart = {
+        "type": "G-nonadjacent-item",
+        "ops": [txn(3, "n1"), txn(5, "n1"), txn(8, "n2"), txn(9, None)],
+        "cycle": ["T3", "T5", "T8", "T9", "T3"],
+        "explanation": "The transactions T3 → T5 → T8 → T9 → T3 form a cycle.",
+    }
+    together = apart | {"ops": [txn(3, "n1"), txn(5, "n1")], "cycle": ["T3", "T5", "T3"]}
+    lost = {"type": "lost-append", "ops": [txn(3, "n1"), txn(8, "n2")], "explanation": "lost"}
+    result = {"valid": False, "anomalies": [apart, together, lost]}
+    first, second, third = annotated(result)["anomalies"]
+    assert first["explanation"].endswith(
+        "form a cycle. They ran on different nodes: T3 on n1, T5 on n1, T8 on n2"
+    )
+    assert first["nodes"] == {"T3": "n1", "T5": "n1", "T8": "n2", "T9": None}
+    assert second == together and third == lost  # on one node; not a cycle
