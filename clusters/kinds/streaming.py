@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from checkers.cluster_state import DeposedAcknowledged, QuietElections
+from checkers.cluster_state import DeposedAcknowledged, QuietElections, lsn_text
 from checkers.moments import LeaderChanged, StandbyBehind
 from clusters.backend import Node
 from clusters.kinds import postgres as pg
@@ -327,8 +327,8 @@ class StreamingCluster(ClusterKind, OperatorFailover):
                 "role": "standby" if s.standby else "primary",
                 "postgres": "read-write" if s.writable else "read-only",
                 "timeline": s.timeline,
-                "lsn": s.lsn,
-                "received": s.received,
+                "lsn": None if s.lsn is None else lsn_text(s.lsn),
+                "received": None if s.received is None else lsn_text(s.received),
                 "upstream": s.upstream,
             }
         leader = next((n for n, s in sorted(polled.items()) if s.leads()), None)

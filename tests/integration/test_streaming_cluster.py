@@ -42,6 +42,14 @@ def test_the_poll_shows_one_primary_and_standbys_streaming_from_it(
         assert isinstance(s, StreamingPoll) and s.standby and not s.writable
         assert s.timeline == 1 and s.upstream == "n1"
     assert streaming.leader() == "n1"
+    status = streaming.status()
+    assert status["leader"] == "n1" and status["replication"] == "sync"
+    assert [status["nodes"][n]["role"] for n in ("n1", "n2", "n3")] == [
+        "primary",
+        "standby",
+        "standby",
+    ]
+    assert "/" in status["nodes"]["n2"]["lsn"]  # as Postgres writes a WAL position
     # FIRST 1 (n1, n2, n3): n1 is no standby of itself, so n2 is the synchronous one
     states = pg.psql(
         streaming.nodes[0],
