@@ -48,6 +48,9 @@ INSTALL = "/opt/walkeeper"
 SK_PORT = 7676
 PROXY_PORT = 7677
 SK_PG_PORT = 5433  # a safekeeper's WAL server for Postgres standbys (streaming replication)
+# A compute's Postgres listens here, on the loopback; its agent's front takes pg.PORT and drops
+# clients' cancel requests (systems/walkeeper/front.py).
+PG_INNER_PORT = 5434
 SK_DATA = "/var/lib/harness/safekeeper"
 SLOT = "walproposer"
 AGENT = "walkeeper compute"  # the compute agent's command line, as pgrep and the kill fault see it
@@ -61,6 +64,8 @@ DAEMON_MODES = {Contract.DURABLE: "safekeeper", Contract.CONFIRM_ROLLBACK: "conf
 FAILOVER_AFTER = 5.0  # seconds a quorum of safekeepers hears no proposer before a takeover
 
 COMPUTE_CONF = f"""
+listen_addresses = '127.0.0.1'
+port = {PG_INNER_PORT}
 synchronous_standby_names = '{SLOT}'
 max_wal_senders = 10
 max_replication_slots = 10
@@ -246,6 +251,7 @@ class SafekeeperCluster(ClusterKind):
             f"compute --name {node.name} --pgdata {pg.PGDATA} --pg-bin {pg.PG_BIN} "
             f"--pg-start {shell_quote(pg.start_command())} --slot {SLOT} {peers} {others} "
             f"--variant {self.variant} --status-port {PROXY_PORT} "
+            f"--client-port {pg.PORT} --pg-port {PG_INNER_PORT} "
             f"--failover-after {FAILOVER_AFTER:g} --mode {DAEMON_MODES[self.contract_in_force]} "
             f"--synchro-timeout {self.options['synchro_timeout']:g}{self.bug_flag}"
         )

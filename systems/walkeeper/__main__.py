@@ -60,6 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     cp.add_argument("--variant", choices=VARIANTS, default="term-history")
     cp.add_argument("--status-port", type=int, default=7677)
     cp.add_argument(
+        "--client-port", type=int, default=5432, help="the front clients connect to (front.py)"
+    )
+    cp.add_argument(
+        "--pg-port", type=int, default=5434, help="Postgres's own port, on the loopback"
+    )
+    cp.add_argument(
         "--failover-after",
         type=float,
         default=5.0,
@@ -119,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             args.mode,
             args.synchro_timeout,
             args.status_port,
+            args.client_port,
+            args.pg_port,
         )
         serve_compute(cfg)
     else:

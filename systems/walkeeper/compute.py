@@ -17,6 +17,9 @@ What it enforces, whatever the faults:
 - **Stalls.** A Postgres whose backends pile up waiting for the quorum is stopped at once, never
   cancelled: a cancelled wait would make its transaction visible without the quorum, while after
   a stop its commit stays invisible until a quorum holds it.
+- **Cancels.** For the same reason no client may cancel that wait: Postgres listens on the
+  loopback, and clients reach it through the agent's front (front.py), which drops their cancel
+  requests.
 
 Roles: `candidate` (Postgres stopped, waiting to stand), `taking over` (elected, bringing
 Postgres to the log), `primary` (streaming; `serving` once the gate opens), `standby` (replaying
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import bugs, pgwal, wire
+from .front import Front
 from .limbo import Limbo
 from .pgstream import StreamError
 from .proposer import Deposed, NoQuorum, Proposer, silent
@@ -56,6 +60,7 @@ FAILED_SESSIONS = 3  # terms won at one VCL whose stream failed before serving: 
 WATCH_INTERVAL = 1.0
 HBA = """# Written by the compute agent: remote clients only while this compute serves as primary.
 local   all          all                 trust
+host    all          all   127.0.0.2/32  {remote}
 host    all          all   127.0.0.1/32  trust
 host    all          all   ::1/128       trust
 host    replication  all   0.0.0.0/0     trust
@@ -85,6 +90,8 @@ class Config:
     mode: str = "safekeeper"
     synchro_timeout: float = 2.0
     status_port: int = 7677  # every compute's agent answers on the same port
+    client_port: int = 5432  # the front, where clients and other computes connect
+    pg_port: int = 5434  # Postgres itself, on the loopback: the agent's own connections
 
     @property
     def quorum(self) -> int:
@@ -92,7 +99,7 @@ class Config:
 
     @property
     def local(self) -> str:
-        return "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
+        return f"host=127.0.0.1 port={self.pg_port} user=postgres dbname=postgres connect_timeout=3"
 
 
 class Agent:
@@ -314,7 +321,7 @@ class Agent:
         # once a quorum has been silent for most of the time a standby waits before acting.
         lease = None if serves else self.cfg.failover_after * LEASE_SHARE
         conninfo = (
-            f"host=127.0.0.1 port=5432 user=postgres replication=true "
+            f"host=127.0.0.1 port={self.cfg.pg_port} user=postgres replication=true "
             f"application_name={self.cfg.slot}"
         )
         session = Session(conninfo, self.cfg.slot, p, lease, self.open_gate)
@@ -554,6 +561,8 @@ def serve(cfg: Config) -> None:
     STATUS.agent = agent.report
     server = StatusServer(("0.0.0.0", cfg.status_port), StatusHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    front = Front(("0.0.0.0", cfg.client_port), ("127.0.0.1", cfg.pg_port))
+    threading.Thread(target=front.serve_forever, daemon=True).start()
     log.info(
         "compute agent %s: safekeepers %s, other computes %s, failover after %.0f s",
         cfg.name,

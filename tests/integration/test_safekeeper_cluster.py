@@ -3,9 +3,10 @@
 One cluster for the module: n1 runs Postgres 15 with the proxy as its synchronous standby, n2…n4
 run a safekeeper each. A COMMIT returns only once a majority of the safekeepers holds its WAL, so
 losing that majority (killed, or cut off by a partition) must hold the COMMIT back, and getting
-it back must release it. The waiting COMMIT is never cancelled: a cancelled wait for the standby
-returns COMMIT anyway (with a warning), which would look like success. After every test the
-cluster is healed, its killed daemons restarted, and it must take commits again.
+it back must release it. A client's cancel request does not end the wait: the compute's front
+drops it, since Postgres would return COMMIT anyway (with a warning) for a write no quorum
+holds. After every test the cluster is healed, its killed daemons restarted, and it must take
+commits again.
 """
 
 from __future__ import annotations
@@ -243,6 +244,29 @@ def test_commit_waits_while_a_partition_cuts_n1_from_a_majority(
         assert cluster.proxy_status()["commit_lsn"] < flushed
         assert not commit.done.is_set()
         assert fault.stop(cluster)["healed"]
+        assert_commit_released(commit, cluster)
+    finally:
+        fault.stop(cluster)
+        if commit is not None:
+            commit.abandon()
+
+
+def test_a_cancelled_commit_keeps_waiting_until_the_quorum_holds_it(
+    cluster: SafekeeperCluster, endpoint: Endpoint
+) -> None:
+    """A client's cancel request ends Postgres's wait for a synchronous standby, and COMMIT then
+    returns success for a write no quorum holds (FINDINGS.md). The compute's front drops it."""
+    cut = {"n3", "n4"}
+    grudge = {"n1": frozenset(cut), "n2": frozenset(), **{n: frozenset({"n1"}) for n in cut}}
+    fault = Partition("grudge", grudge)
+    commit: PendingCommit | None = None
+    try:
+        fault.start(cluster)
+        commit = PendingCommit(endpoint, next(VALUES))
+        eventually(lambda: commit.wait_event() == "SyncRep", "the COMMIT waiting", 10)
+        commit.conn.cancel_safe(timeout=5)
+        assert_commit_held_back(commit)  # neither returned nor visible: the cancel never came
+        fault.stop(cluster)
         assert_commit_released(commit, cluster)
     finally:
         fault.stop(cluster)
