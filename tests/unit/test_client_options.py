@@ -29,6 +29,9 @@ class Statements:
     def fetchone(self) -> None:
         return None
 
+    def fetchall(self) -> list[tuple[int, list[int]]]:
+        return [(2, [1, 2])]
+
 
 def test_a_transaction_pauses_between_its_statements_never_before_the_first(
     monkeypatch: pytest.MonkeyPatch,
@@ -44,6 +47,23 @@ def test_a_transaction_pauses_between_its_statements_never_before_the_first(
     pauses.clear()
     quiet.invoke(Statements(), "txn", [["append", 1, 2], ["append", 1, 3]])  # type: ignore[arg-type]
     assert pauses == []
+
+
+def test_the_final_read_of_every_key_is_one_statement_without_pauses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long run writes thousands of keys: a statement and a pause for each would outlive the
+    final read's timeout (a run with --op-pause 10 lost its final reads that way)."""
+    pauses: list[float] = []
+    monkeypatch.setattr("workloads.base.time.sleep", pauses.append)
+    (append,) = build(["append"], WorkloadOptions(op_pause=0.01))
+    ((f, reads),) = append.final_ops()
+    many = reads + [["r", k, None] for k in range(100, 140)]
+    conn = Statements()
+    done = append.invoke(conn, f, many)  # type: ignore[arg-type]
+    assert conn.sent == ["SELECT"] and pauses == []
+    assert done[:3] == [["r", 0, []], ["r", 1, []], ["r", 2, [1, 2]]]
+    assert len(done) == len(many)
 
 
 def test_only_a_postgres_client_cancels() -> None:
