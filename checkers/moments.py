@@ -35,7 +35,8 @@ class Moment:
     # What brings the moment about, for a nemesis that wants to reach it: "leader", the node
     # that leads is lost (partitioned, killed or paused); "leader-back", it is lost until
     # another leads, then comes back; "follower", a node that does not lead is cut off a while
-    # and comes back.
+    # and comes back; "leader-cut", the node that leads is partitioned off alone and left
+    # running (its clients still connected).
     provoke: ClassVar[str] = "leader"
 
     def observe(self, r: Round) -> Roles | None:
@@ -238,6 +239,33 @@ class InheritedLimbo(_Leaders):
         }
 
 
+class LeaseEnding(Moment):
+    """A primary that holds a lease has not heard from a quorum of safekeepers for most of it:
+    within LAST_S it must stop serving, before a standby may take over. A lease measured from
+    the wrong answer, or not checked again after a pause, does its harm here."""
+
+    name = "lease-ending"
+    about = "the primary's quorum has been silent for most of its lease, which ends within 1.5 s"
+    roles = ("leaseholder", "standbys", "safekeepers")
+    provoke = "leader-cut"  # a killed or paused primary holds no lease the polls can see
+    LAST_S = 1.5  # a third of the safekeeper cluster's 3 s lease, so a poll a second sees it
+
+    def observe(self, r: Round) -> Roles | None:
+        computes = _computes(r)
+        holding = sorted(
+            n
+            for n, s in computes.items()
+            if s.role == "primary" and s.lease_left is not None and s.lease_left <= self.LAST_S
+        )
+        if not holding:
+            return None
+        return {
+            "leaseholder": holding,
+            "standbys": sorted(n for n in computes if n not in holding),
+            "safekeepers": sorted(_keepers(r)),
+        }
+
+
 class StandbyBehind(_Leaders):
     """Plain streaming replication: a standby has replayed less WAL than the primary holds by
     more than a few pages (an asynchronous standby after a burst, or one cut off a while): the
@@ -365,5 +393,14 @@ def reached(table: Sequence[dict[str, Any]], name: str) -> int:
 
 MOMENTS: dict[str, type[Moment]] = {
     m.name: m
-    for m in (LeaderChanged, TermWon, Takeover, CatchUp, Rebuild, InheritedLimbo, StandbyBehind)
+    for m in (
+        LeaderChanged,
+        TermWon,
+        Takeover,
+        CatchUp,
+        Rebuild,
+        InheritedLimbo,
+        LeaseEnding,
+        StandbyBehind,
+    )
 }

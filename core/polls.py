@@ -46,7 +46,8 @@ class ComputePoll(Record, tag="compute"):
     and the term its proxy was elected in (None unless elected); while elected, the safekeeper
     its term's log came from (the donor); under confirm/rollback, how many prepared transactions
     its limbo holds and whether it takes writes of its own yet (not while it holds an earlier
-    leader's)."""
+    leader's); while it is the primary, the seconds left of its lease (negative once a quorum
+    has been silent longer than the lease)."""
 
     role: str | None = None
     serving: bool = False
@@ -54,6 +55,7 @@ class ComputePoll(Record, tag="compute"):
     donor: str | None = None
     limbo: int | None = None
     taking_writes: bool | None = None
+    lease_left: float | None = None
 
     def leads(self) -> bool:
         return self.serving

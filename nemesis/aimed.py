@@ -7,7 +7,8 @@ less. An aimed fault brings a moment about and watches for it:
 
 1. **Provoke.** A moment the cluster kind declares (checkers/moments.py) says what brings it
    about: the loss of the node that leads (it is partitioned off alone, killed or paused: clients
-   stay connected to a partitioned one), for the rest of the fault or only until another node
+   stay connected to a partitioned one; only partitioned, for a moment a running leader must
+   reach, such as its lease's end), for the rest of the fault or only until another node
    leads (a deposed primary then rebuilds); or a node that does not lead cut off for a few
    seconds and let back (it then has to catch up). On a kind that does not fail over by itself
    (OperatorFailover), the leader is lost as the `promote` fault loses it: cut off and left
@@ -103,10 +104,11 @@ class Aimed(Fault):
             return Seed003.planned(nodes, rng)
         roles = tuple(rng.sample(chosen.roles, len(chosen.roles)))
         strikes = (*STRIKES, POWER) if power else STRIKES
+        provocation = rng.choice(PROVOCATIONS)
         return cls(
             chosen,
             roles,
-            rng.choice(PROVOCATIONS),
+            "partition" if chosen.provoke == "leader-cut" else provocation,
             rng.choice(strikes),
             round(rng.uniform(*DELAY_S), 2),
             round(rng.uniform(*CUT_S), 2),

@@ -30,7 +30,15 @@ from checkers.cluster_state import (
     TermsForward,
     TermStarts,
 )
-from checkers.moments import CatchUp, InheritedLimbo, Moment, Rebuild, Takeover, TermWon
+from checkers.moments import (
+    CatchUp,
+    InheritedLimbo,
+    LeaseEnding,
+    Moment,
+    Rebuild,
+    Takeover,
+    TermWon,
+)
 from clusters.backend import Node, shell_quote
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import SYNCHRO_TIMEOUT_OPTION, ClusterKind, Install, KindOption, Process
@@ -141,7 +149,7 @@ class SafekeeperCluster(ClusterKind):
         LogDivergence,
         QuietElections,
     )
-    moments = (TermWon, Takeover, CatchUp, Rebuild, InheritedLimbo)
+    moments = (TermWon, Takeover, CatchUp, Rebuild, LeaseEnding, InheritedLimbo)
 
     @classmethod
     def moments_of(cls, options: Mapping[str, Any]) -> tuple[type[Moment], ...]:
@@ -348,6 +356,7 @@ class SafekeeperCluster(ClusterKind):
                     state.get("donor") if elected else None,
                     state.get("limbo"),
                     state.get("taking_writes"),
+                    state.get("lease_left"),
                 )
             else:
                 polled[name] = keeper_poll(state)

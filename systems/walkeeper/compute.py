@@ -514,6 +514,14 @@ class Agent:
         proposer, lease = self.lease
         return proposer.quorum_silent_for() <= lease
 
+    def lease_left(self) -> float | None:
+        """Seconds before the primary's lease ends unless a quorum answers (negative once it
+        has: the primary then stops serving), or None without a lease."""
+        if self.lease is None or self.role != "primary":
+            return None
+        proposer, lease = self.lease
+        return round(lease - proposer.quorum_silent_for(), 2)
+
     def report(self) -> dict[str, Any]:
         state = {
             "compute": self.cfg.name,
@@ -522,6 +530,7 @@ class Agent:
             "consistent": self.role == "standby" and self.consistent_now,
             "takeovers": self.takeovers,
             "elections": self.elections,
+            "lease_left": self.lease_left(),
         }
         return state | (self.limbo.report() if self.limbo else {})
 

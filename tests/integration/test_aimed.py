@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from checkers.moments import CatchUp, Rebuild, TermWon
+from checkers.moments import CatchUp, LeaseEnding, Rebuild, TermWon
 from clusters.docker_backend import DockerBackend
 from clusters.kinds.safekeeper import SK_PORT, SafekeeperCluster
 from core.polls import SafekeeperPoll
@@ -188,3 +188,32 @@ def test_a_term_won_restarts_its_voters_at_once_and_they_keep_their_vote(
     finally:
         fault.stop(cluster)
     eventually(lambda: serving(cluster), "a compute serving again", SERVES_WITHIN)
+
+
+def test_a_lease_ending_pauses_the_cut_off_primary_which_wakes_deposed(
+    cluster: SafekeeperCluster,
+) -> None:
+    """The primary, cut off, is paused in its lease's last second and a half; woken after
+    another compute took over, it must not serve beside it."""
+    old = eventually(
+        lambda: settled(cluster), "a compute serving, the other standing by", SERVES_WITHIN
+    )
+    node = next(n for n in cluster.computes() if n.name == old)
+
+    def another() -> str | None:
+        now = serving(cluster)
+        return now if now not in (None, old) else None
+
+    fault = Aimed(LeaseEnding, ("leaseholder",), "partition", "pause", 0.0, 3.0, 0.0)
+    try:
+        value = fault.start(cluster)
+        assert value["provoked"] == value["provoked"] | {"fault": "partition", "target": old}
+        assert value["reached"] and value["roles"]["leaseholder"] == [old], value
+        assert value["strike"]["targets"] == [old]
+        assert running(cluster, old)["proxy"].startswith("T")  # stopped in its lease's end
+        eventually(another, "another compute serving while the old primary sleeps", SERVES_WITHIN)
+    finally:
+        fault.stop(cluster)
+    assert not running(cluster, old)["proxy"].startswith("T")
+    assert not cluster.agent_status(node).get("serving")  # woken past its lease: deposed
+    eventually(lambda: settled(cluster), "the old primary a standby again", SERVES_WITHIN)

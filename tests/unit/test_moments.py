@@ -10,6 +10,7 @@ from checkers.moments import (
     CatchUp,
     InheritedLimbo,
     LeaderChanged,
+    LeaseEnding,
     Rebuild,
     Takeover,
     TermWon,
@@ -143,6 +144,24 @@ def test_a_rebuild_and_a_limbo_held_for_an_earlier_leader() -> None:
     assert [f["roles"] for f in occurrences(rounds, InheritedLimbo)] == [
         {"new-leader": ["n2"], "deposed": ["n1"], "safekeepers": ["n3", "n4"]}
     ]
+
+
+def test_a_lease_ending_is_a_primary_in_its_last_seconds_of_quorum_silence() -> None:
+    sk = keeper(3, [[3, 100]])
+    fresh = at(0, n1=primary(3, lease_left=2.9), n2=STANDBY, n3=sk)
+    ending = at(1, n1=primary(3, lease_left=1.2), n2=STANDBY, n3=sk, n4=sk)
+    over = at(2, n1=ComputePoll("primary", False, 3, lease_left=-0.4), n2=STANDBY)
+    gone = at(3, n1=ComputePoll("standby", False, None), n2=primary(4, lease_left=3.0))
+    found = occurrences([fresh, ending, over, gone], LeaseEnding)
+    assert found == [
+        {
+            "start": 1.0,
+            "end": 2.0,  # past its end too, for as long as it is still the primary
+            "roles": {"leaseholder": ["n1"], "standbys": ["n2"], "safekeepers": ["n3", "n4"]},
+        }
+    ]
+    # without a lease (a primary with no other compute to take over) there is no such moment
+    assert occurrences([at(0, n1=primary(3))], LeaseEnding) == []
 
 
 def test_a_leader_changed_is_a_new_node_leading_alone() -> None:

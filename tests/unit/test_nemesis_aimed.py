@@ -9,7 +9,7 @@ import random
 from itertools import islice
 
 import nemesis
-from checkers.moments import CatchUp, LeaderChanged, Rebuild, Takeover, TermWon
+from checkers.moments import CatchUp, LeaderChanged, LeaseEnding, Rebuild, Takeover, TermWon
 from nemesis.aimed import PROVOCATIONS, STRIKES, Aimed
 from nemesis.partition import Partition
 from nemesis.schedule import plan
@@ -39,6 +39,14 @@ def test_it_aims_at_the_kinds_moments_and_strikes_each_way() -> None:
     for f in faults:
         assert sorted(f.roles) == sorted(f.moment.roles) and 0 <= f.delay <= 1.5
         assert ("cut_s" in f.plan()) == (f.moment.provoke == "follower")
+
+
+def test_a_lease_is_run_down_only_by_cutting_the_leader_off() -> None:
+    """A killed or paused primary holds no lease its poll can show: `lease-ending` is always
+    provoked by a partition, whatever else the seed draws."""
+    faults = [f for f in drawn(100, moments=(LeaseEnding, Takeover)) if isinstance(f, Aimed)]
+    assert {f.provocation for f in faults if f.moment is LeaseEnding} == {"partition"}
+    assert {f.provocation for f in faults if f.moment is Takeover} == set(PROVOCATIONS)
 
 
 def test_power_is_struck_only_where_the_backend_can_cut_it() -> None:
