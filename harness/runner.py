@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 import nemesis
-from clusters.kinds.base import ClusterKind, OperatorFailover
+from clusters.kinds.base import ClusterKind
 from clusters.kinds.on_node import wait_until
 from clusters.registry import cluster_kind, make_backend
 from core import store
@@ -130,7 +130,7 @@ class Runner:
             self.kind_class.nodes_needed(self.plan.options),
             cfg.cluster,
             self.kind_class.coordinated,
-            issubclass(self.kind_class, OperatorFailover),
+            self.kind_class,
         )
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
         if nemesis.needs_power(cfg.nemesis):

@@ -14,13 +14,15 @@ inside it; `aimed`, faults that bring about a moment of the protocol the cluster
 term won, a takeover, a catch-up, …) and strike one of its roles when it comes (nemesis.aimed);
 and `all`, every fault kind the cluster's node count allows, the partition, kill and pause of
 the leader as packages of their own, `composite` and `aimed`. On a kind with a
-coordination service (ZooKeeper, for `manatee`): `partition-zookeeper` (the primary cut off
-from the coordinators only: its session expires while clients still reach it),
-`kill-zookeeper` and `pause-zookeeper` (every coordinator at once). On a kind an operator fails
-over (`streaming`): `promote`, the primary fenced (stopped, or cut off from the other nodes) and
-the standby that received the most WAL promoted, the deposed primary rewound into a standby at
-the fault's end (nemesis.promote); `all` has it too. See `nemesis.schedule` for the schedule and
-the history events.
+coordination service (ZooKeeper for `manatee`, etcd for `patroni`): `partition-dcs` (the
+primary cut off from the coordinators only: its session or its leader key expires while clients
+still reach it), `kill-dcs` and `pause-dcs` (every coordinator at once); their older names
+`partition-zookeeper`, `kill-zookeeper` and `pause-zookeeper` mean the same. On a kind an
+operator fails over (`streaming`): `promote`, the primary fenced (stopped, or cut off from the
+other nodes) and the standby that received the most WAL promoted, the deposed primary rewound
+into a standby at the fault's end (nemesis.promote). On a kind whose manager switches over on
+request (`patroni`): `switchover` (nemesis.switchover). `all` has each where it applies. See
+`nemesis.schedule` for the schedule and the history events.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Callable
 
 from checkers.moments import Moment
 from clusters.backend import Node
-from clusters.kinds.base import ClusterKind, OperatorFailover
+from clusters.kinds.base import ClusterKind, OperatorFailover, PlannedSwitchover
 from core.errors import BadInput
 from core.history import HistoryWriter
 from nemesis import clock, packet, partition
@@ -42,7 +44,7 @@ from nemesis.base import Nemesis, NoNemesis
 from nemesis.clock import Clock
 from nemesis.fault import Fault, on_nodes
 from nemesis.grudges import MIN_NODES_PRIMARIES, SHAPES
-from nemesis.kill import Kill
+from nemesis.kill import Kill, KillProcess
 from nemesis.packet import Packet
 from nemesis.partition import PRIMARY_COORDINATORS, Partition
 from nemesis.pause import Pause
@@ -52,6 +54,7 @@ from nemesis.promote import Promote
 from nemesis.schedule import Nested, Package, ScheduledNemesis
 from nemesis.seed003 import MIN_NODES as SEED003_NODES
 from nemesis.seed003 import Seed003
+from nemesis.switchover import Switchover
 from nemesis.targets import COORDINATORS, TARGETS
 
 Make = Callable[[list[str], random.Random], Fault]
@@ -102,14 +105,19 @@ PACKAGES: dict[str, Package] = {
         Package("power", 1, _targeted(Power)),
         Package("composite", MIN_NODES_PRIMARIES, _composite),
         Package("aimed", AIMED_NODES, Aimed.planned, reads_kind=True),
-        Package("partition-zookeeper", 2, _partition(PRIMARY_COORDINATORS), True),
-        Package("kill-zookeeper", 1, _targeted(Kill, COORDINATORS), True),
-        Package("pause-zookeeper", 1, _targeted(Pause, COORDINATORS), True),
-        Package("promote", 2, Promote.planned, operator=True),
+        Package("partition-dcs", 2, _partition(PRIMARY_COORDINATORS), True),
+        Package("kill-dcs", 1, _targeted(Kill, COORDINATORS), True),
+        Package("pause-dcs", 1, _targeted(Pause, COORDINATORS), True),
+        Package("promote", 2, Promote.planned, needs=OperatorFailover),
+        Package("switchover", 2, Switchover.planned, needs=PlannedSwitchover),
     )
 }
 ON_COORDINATORS = tuple(name for name, p in PACKAGES.items() if p.on_coordinators)
-BY_OPERATOR = tuple(name for name, p in PACKAGES.items() if p.operator)
+# The names the coordination service's faults had when only Manatee's ZooKeeper had them: still
+# accepted, as the kind-neutral packages they now are.
+ALIASES = {f"{fault}-zookeeper": f"{fault}-dcs" for fault in ("partition", "kill", "pause")}
+# What only some kinds can have, each with the class a kind must be for it.
+NEEDING = {name: p.needs for name, p in PACKAGES.items() if p.needs is not None}
 NONE = "none"
 ALL = "all"
 EVERY_KIND = ("partition", "kill", "pause", "clock", "packet", "power")  # what `all` means
@@ -123,27 +131,48 @@ AIMED = "aimed"
 POWER = "power"  # needs the backend's power layer under the nodes' state
 
 
+LONE_KILL = "kill-"  # + a process the kind kills alone: `kill-postgres`, `kill-patroni`
+
+
+def lone_kills(kind: type | None) -> dict[str, Package]:
+    """The packages that kill one process of the kind alone, for the processes it declares so
+    (`ClusterKind.lone_kills`): a package name → its package."""
+    processes: tuple[str, ...] = getattr(kind, "lone_kills", ())
+    return {
+        f"{LONE_KILL}{p}": Package(f"{LONE_KILL}{p}", 1, functools.partial(_lone_kill, p))
+        for p in processes
+    }
+
+
+def _lone_kill(process: str, nodes: list[str], rng: random.Random) -> Fault:
+    return KillProcess.planned_as(process, rng)
+
+
 def validate(
     names: list[str],
     node_count: int,
     cluster: str = "",
     coordinated: bool = False,
-    operated: bool = False,
+    kind: type | None = None,
 ) -> None:
-    """Reject unknown packages, and faults the cluster cannot have, before anything starts."""
-    known = [NONE, ALL, *PACKAGES]
+    """Reject unknown packages, and faults the cluster cannot have, before anything starts
+    (`kind`: the cluster kind's class, for the packages that need something of it)."""
+    known = [NONE, ALL, *PACKAGES, *lone_kills(kind)]
+    names = [ALIASES.get(name, name) for name in names]
     for name in names:
         if name not in known:
             raise BadInput(f"unknown nemesis {name!r}: choose from {', '.join(known)}")
         if name in ON_COORDINATORS and not coordinated:
             raise BadInput(
-                f"{name} needs a cluster with a coordination service (--cluster manatee); "
-                f"the {cluster or 'chosen'} cluster has none"
+                f"{name} needs a cluster with a coordination service (--cluster manatee or "
+                f"patroni); the {cluster or 'chosen'} cluster has none"
             )
-        if name in BY_OPERATOR and not operated:
+        needs = NEEDING.get(name)
+        if needs is not None and not (kind and issubclass(kind, needs)):
+            offers = getattr(needs, "offers", needs.__name__)
             raise BadInput(
-                f"{name} plays an operator's failover, for a cluster that does not fail over by "
-                f"itself (--cluster streaming); the {cluster or 'chosen'} cluster does"
+                f"{name} needs {offers}; the {cluster or 'chosen'} cluster is not one: "
+                "choose another --nemesis"
             )
     for name in names:
         least = PACKAGES[name].min_nodes if name in PACKAGES else 1
@@ -164,7 +193,7 @@ def packages(
     power: bool = True,
     coordinated: bool = False,
     moments: tuple[type[Moment], ...] = (),
-    operated: bool = False,
+    kind: type | None = None,
 ) -> list[Package]:
     """The packages the names stand for, each once: `none` stands for none, `all` for every
     fault kind possible on this many nodes, the leader-aimed ones and the faults aimed at the
@@ -174,6 +203,7 @@ def packages(
     declares: each moment is then drawn about as often as a fault kind, where one entry for
     them all left a 120 s run about one aimed fault, and a given moment almost none."""
     chosen: list[str] = []
+    names = [ALIASES.get(name, name) for name in names]
     for name in names:
         if name == ALL:
             chosen += [
@@ -182,13 +212,15 @@ def packages(
                 if PACKAGES[k].min_nodes <= node_count and (power or k != POWER)
             ]
             chosen += list(ON_COORDINATORS) if coordinated else []
-            chosen += list(BY_OPERATOR) if operated else []
+            chosen += [n for n, needs in NEEDING.items() if kind and issubclass(kind, needs)]
+            chosen += list(lone_kills(kind))
         elif name != NONE:
             chosen.append(name)
+    known = PACKAGES | lone_kills(kind)
     entries = []
     for name in dict.fromkeys(chosen):
-        draws = len(moments) if PACKAGES[name].reads_kind and ALL in names and moments else 1
-        entries += [_bound(PACKAGES[name], power, moments)] * draws
+        draws = len(moments) if known[name].reads_kind and ALL in names and moments else 1
+        entries += [_bound(known[name], power, moments)] * draws
     return entries
 
 
@@ -205,13 +237,11 @@ def build(
     names: list[str], cluster: ClusterKind, history: HistoryWriter, seed: int, interval: float
 ) -> Nemesis:
     """One nemesis that runs the named packages' faults on a shared schedule."""
-    operated = isinstance(cluster, OperatorFailover)
-    validate(names, cluster.node_count(), cluster.name, cluster.coordinated, operated)
+    kind = type(cluster)
+    validate(names, cluster.node_count(), cluster.name, cluster.coordinated, kind)
     power = getattr(cluster.backend, "power", False)
     moments = cluster.moments_of(cluster.options)
-    chosen = packages(
-        names, cluster.node_count(), power, cluster.coordinated, moments, operated=operated
-    )
+    chosen = packages(names, cluster.node_count(), power, cluster.coordinated, moments, kind=kind)
     if not chosen:
         return NoNemesis(cluster, history, seed, interval)
     return ScheduledNemesis(cluster, history, seed, interval, chosen)

@@ -3,13 +3,14 @@ nodes, as a crash would; at the fault's end the cluster kind starts them again."
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind
 from nemesis import targets
 from nemesis.fault import ProcessFault, by_name, on_nodes
-from nemesis.processes import kill_tree, wait_gone
+from nemesis.processes import kill_tree, process_table, tree, wait_gone
 
 
 class Kill(ProcessFault):
@@ -59,3 +60,43 @@ class Restart(Kill):
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         killed = super().start(cluster)
         return killed | {"restarted": super().stop(cluster)["restarted"]}
+
+
+class KillProcess(Kill):
+    """SIGKILL of one process of the kind alone (`kill-postgres`, `kill-patroni`), where it
+    hurts most half the time: on the leader, or on a node drawn among those it runs on. The
+    others on the node keep running (Patroni restarts a killed Postgres; a Postgres whose
+    Patroni was killed goes on serving without its manager)."""
+
+    name = "kill-process"
+
+    def __init__(self, process: str, target: str, pick: float) -> None:
+        super().__init__(target, None)
+        self.process = process
+        self.pick = pick  # which of the nodes it runs on, in [0, 1)
+
+    @classmethod
+    def planned_as(cls, process: str, rng: random.Random) -> KillProcess:
+        return cls(process, rng.choice(("primaries", "one")), rng.random())
+
+    def plan(self) -> dict[str, Any]:
+        return {"fault": self.name, "process": self.process, "target": self.target}
+
+    def start(self, cluster: ClusterKind) -> dict[str, Any]:
+        pattern = cluster.processes()[self.process]
+        if self.target == "primaries":
+            names = targets.resolve(cluster, self.target, None)
+        else:
+            running = on_nodes(cluster.nodes, lambda n: bool(tree(process_table(n), pattern)))
+            where = [n.name for n in cluster.nodes if running[n.name]]
+            names = [where[int(self.pick * len(where))]] if where else []
+
+        def kill(node: Node) -> list[int]:
+            pids = kill_tree(node, pattern)
+            if pids:
+                self.killed.setdefault(node.name, []).append(self.process)
+            wait_gone(node, pids)
+            return pids
+
+        done = on_nodes(by_name(cluster, names), kill)
+        return self.plan() | {"targets": names, "killed": done, "mechanism": "SIGKILL"}

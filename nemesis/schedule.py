@@ -61,8 +61,9 @@ class Package:
     min_nodes: int
     make: Callable[[list[str], random.Random], Fault | Nested]
     on_coordinators: bool = False  # aimed at a coordination service: only kinds that have one
-    # plays the operator who fails the cluster over: only kinds that do not do it themselves
-    operator: bool = False
+    # what a kind must be for it (a class of clusters.kinds.base, e.g. OperatorFailover: only
+    # kinds that do not fail over by themselves have an operator to play); None: any kind
+    needs: type | None = None
     # its faults depend on the cluster kind: `make` also takes the kind's moments and whether
     # the backend can cut power, as the keywords `moments` and `power`
     reads_kind: bool = False

@@ -136,6 +136,9 @@ class ClusterKind(ABC):
     moments: ClassVar[tuple[type[Moment], ...]] = ()
     # The processes it runs, each with its starter (a method of the kind).
     runs: ClassVar[tuple[Process, ...]] = ()
+    # Those of its processes a fault kills alone, the others on the node left running
+    # (`--nemesis kill-NAME`, and in `all`): Patroni's and its Postgres's.
+    lone_kills: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, backend: Backend, cluster: str, options: Mapping[str, Any]) -> None:
         self.backend = backend
@@ -274,6 +277,12 @@ class OperatorFailover(ABC):
     replication), and the `promote` fault plays the operator. The fault decides when and how
     the primary is fenced; the kind knows how its servers are stopped, promoted and re-pointed."""
 
+    # what a fault that needs it asks of the cluster, as "needs …" goes on
+    offers: ClassVar[str] = (
+        "an operator's failover, for a cluster that does not fail over by itself "
+        "(--cluster streaming)"
+    )
+
     @abstractmethod
     def fence(self, node: Node) -> str:
         """Stop the node's server at once, as a STONITH would; what was done."""
@@ -288,3 +297,17 @@ class OperatorFailover(ABC):
     def rejoin(self, node: Node) -> dict[str, Any]:
         """Bring a deposed primary back as a standby of the one that takes writes now (rewound,
         or a new base backup when it cannot be): what was done."""
+
+
+class PlannedSwitchover(ABC):
+    """A kind whose manager hands the primary to another node on request (Patroni's
+    switchover): the `switchover` fault asks for one, as an operator's maintenance does."""
+
+    offers: ClassVar[str] = (
+        "a manager that switches the primary over on request (--cluster patroni)"
+    )
+
+    @abstractmethod
+    def switchover(self) -> dict[str, Any]:
+        """Ask for the primary to be handed to another node now, and wait for the answer: who
+        led, what the manager answered, who leads after."""

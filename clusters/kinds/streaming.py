@@ -74,7 +74,74 @@ def upstream_conf(primary: str, me: str) -> str:
     return f"primary_conninfo = '{conninfo}'\n"
 
 
-class StreamingCluster(ClusterKind, OperatorFailover):
+READ_FROM_OPTION = KindOption(
+    "read_from",
+    str,
+    "Where workers run their read-only operations: primary (default), replicas (each worker is "
+    "bound to a standby) or any (to any node). Reads on standbys are held to what a standby "
+    "promises: snapshot isolation without real-time order.",
+    default=READ_FROM[0],
+    choices=READ_FROM,
+)
+
+
+class StandbyReads:
+    """What a kind of Postgres primaries and hot standbys that takes `--read-from` declares:
+    reads on standbys refuse serializable and keep no real-time order. Mixed in before
+    ClusterKind."""
+
+    @classmethod
+    def isolation_refused(cls, options: Mapping[str, Any], isolation: str) -> str | None:
+        if isolation == "serializable" and options["read_from"] != "primary":
+            return (
+                f"--read-from {options['read_from']} sends reads to hot standbys, which cannot "
+                "run serializable transactions: use --isolation repeatable-read"
+            )
+        return None
+
+    @classmethod
+    def realtime_order_of(cls, options: Mapping[str, Any]) -> bool:
+        """One primary serves every write; reads keep real-time order only when it serves
+        them too (a standby replays a commit some time after COMMIT returned)."""
+        return options["read_from"] == "primary"
+
+
+def reading_endpoints(nodes: list[Node], read_from: str) -> list[Endpoint]:
+    """Writes go to whichever node takes them, as an application's connection string with
+    every host and target_session_attrs=read-write would; with --read-from replicas (every node
+    but the first, the one that begins as the primary) or any, each endpoint also names one
+    node for reads, and workers are spread over them."""
+    writes = failover_endpoint(nodes, pg.PORT, pg.DBNAME, pg.USER)
+    if read_from == "primary":
+        return [writes]
+    readers = nodes[1:] if read_from == "replicas" else nodes
+    return [dataclasses.replace(writes, reads=own_endpoint(n)) for n in readers]
+
+
+def node_state(node: Node) -> StreamingPoll | None:
+    """What the node's Postgres says of itself; None when it does not answer."""
+    host, port = node.endpoint(pg.PORT)
+    with contextlib.suppress(Exception):
+        with psycopg.connect(
+            host=host, port=port, user=pg.USER, dbname="postgres", connect_timeout=2,
+            options="-c statement_timeout=2000",
+        ) as conn:  # fmt: skip
+            row = conn.execute(POLL_QUERY).fetchone()
+        if row is None:
+            return None
+        recovery, read_only, lsn, timeline, received, upstream = row
+        return StreamingPoll(
+            standby=bool(recovery),
+            writable=not recovery and read_only == "off",
+            timeline=int(timeline) if timeline is not None else None,
+            lsn=int(lsn) if lsn is not None else None,
+            received=int(received) if received is not None else None,
+            upstream=upstream,
+        )
+    return None
+
+
+class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
     name = "streaming"
     about = "plain Postgres streaming replication: a primary and hot standbys"
     cli_options = (
@@ -103,15 +170,7 @@ class StreamingCluster(ClusterKind, OperatorFailover):
             default=SYNCHRONOUS_COMMIT[0],
             choices=SYNCHRONOUS_COMMIT,
         ),
-        KindOption(
-            "read_from",
-            str,
-            "Where workers run their read-only operations: primary (default), replicas (each "
-            "worker is bound to a standby) or any (to any node). Reads on standbys are held to "
-            "what a standby promises: snapshot isolation without real-time order.",
-            default=READ_FROM[0],
-            choices=READ_FROM,
-        ),
+        READ_FROM_OPTION,
     )
     collected = (pg.LOG_DIR, f"{pg.PGDATA}/conf.d")
     poll_records = (StreamingPoll,)
@@ -121,21 +180,6 @@ class StreamingCluster(ClusterKind, OperatorFailover):
     @classmethod
     def nodes_needed(cls, options: Mapping[str, Any]) -> int:
         return 1 + int(options["replicas"])
-
-    @classmethod
-    def isolation_refused(cls, options: Mapping[str, Any], isolation: str) -> str | None:
-        if isolation == "serializable" and options["read_from"] != "primary":
-            return (
-                f"--read-from {options['read_from']} sends reads to hot standbys, which cannot "
-                "run serializable transactions: use --isolation repeatable-read"
-            )
-        return None
-
-    @classmethod
-    def realtime_order_of(cls, options: Mapping[str, Any]) -> bool:
-        """One primary serves every write; reads keep real-time order only when it serves
-        them too (a standby replays a commit some time after COMMIT returned)."""
-        return options["read_from"] == "primary"
 
     # deploying
 
@@ -241,7 +285,7 @@ class StreamingCluster(ClusterKind, OperatorFailover):
         """pg_rewind from the primary (its WAL from the fork on is discarded: whatever it
         acknowledged after the promotion is gone), or a new base backup when rewind refuses."""
         primary = next(
-            (n for n in self.nodes if n is not node and (s := self.node_state(n)) and s.writable),
+            (n for n in self.nodes if n is not node and (s := node_state(n)) and s.writable),
             None,
         )
         if primary is None:
@@ -271,44 +315,14 @@ class StreamingCluster(ClusterKind, OperatorFailover):
     # what clients see
 
     def endpoints(self) -> list[Endpoint]:
-        """Writes go to whichever node takes them, as an application's connection string with
-        every host and target_session_attrs=read-write would; with --read-from replicas or
-        any, each endpoint also names one node for reads, and workers are spread over them."""
-        writes = failover_endpoint(self.nodes, pg.PORT, pg.DBNAME, pg.USER)
-        read_from = self.options["read_from"]
-        if read_from == "primary":
-            return [writes]
-        readers = self.nodes[1:] if read_from == "replicas" else self.nodes
-        return [dataclasses.replace(writes, reads=own_endpoint(n)) for n in readers]
+        return reading_endpoints(self.nodes, self.options["read_from"])
 
     # reading the cluster's state
-
-    def node_state(self, node: Node) -> StreamingPoll | None:
-        """What the node's Postgres says of itself; None when it does not answer."""
-        host, port = node.endpoint(pg.PORT)
-        with contextlib.suppress(Exception):
-            with psycopg.connect(
-                host=host, port=port, user=pg.USER, dbname="postgres", connect_timeout=2,
-                options="-c statement_timeout=2000",
-            ) as conn:  # fmt: skip
-                row = conn.execute(POLL_QUERY).fetchone()
-            if row is None:
-                return None
-            recovery, read_only, lsn, timeline, received, upstream = row
-            return StreamingPoll(
-                standby=bool(recovery),
-                writable=not recovery and read_only == "off",
-                timeline=int(timeline) if timeline is not None else None,
-                lsn=int(lsn) if lsn is not None else None,
-                received=int(received) if received is not None else None,
-                upstream=upstream,
-            )
-        return None
 
     def poll(self) -> dict[str, Record]:
         nodes = self.nodes
         with ThreadPoolExecutor(len(nodes)) as pool:
-            states = list(pool.map(self.node_state, nodes))
+            states = list(pool.map(node_state, nodes))
         return {n.name: s for n, s in zip(nodes, states, strict=True) if s is not None}
 
     def leader(self) -> str | None:

@@ -180,14 +180,19 @@ def test_composite_puts_a_kill_or_a_pause_inside_a_partition() -> None:
         [nemesis.PACKAGES[n] for n in others], NODES, 0, 10.0), 200))  # fmt: skip
 
 
-def test_faults_on_zookeeper_need_a_kind_that_has_it() -> None:
-    for name in ("partition-zookeeper", "kill-zookeeper", "pause-zookeeper"):
+def test_faults_on_the_coordination_service_need_a_kind_that_has_one() -> None:
+    for name in ("partition-dcs", "kill-dcs", "pause-dcs"):
         with pytest.raises(BadInput, match=f"{name} needs a cluster with a coordination service"):
             nemesis.validate([name], 5, "safekeeper")
         nemesis.validate([name], 6, "manatee", coordinated=True)
     plain = [p.name for p in nemesis.packages(["all"], 6, power=False)]
     coordinated = [p.name for p in nemesis.packages(["all"], 6, False, coordinated=True)]
-    assert coordinated == [*plain, "partition-zookeeper", "kill-zookeeper", "pause-zookeeper"]
+    assert coordinated == [*plain, "partition-dcs", "kill-dcs", "pause-dcs"]
+    # the names they had when only Manatee's ZooKeeper had them still mean the same
+    old = [p.name for p in nemesis.packages(["partition-zookeeper", "kill-zookeeper"], 6)]
+    assert old == ["partition-dcs", "kill-dcs"]
+    with pytest.raises(BadInput, match="pause-dcs needs a cluster with a coordination service"):
+        nemesis.validate(["pause-zookeeper"], 5, "safekeeper")
 
 
 def test_build_gives_no_nemesis_for_none_and_a_schedule_otherwise(tmp_path: Path) -> None:

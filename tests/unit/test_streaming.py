@@ -141,10 +141,10 @@ def test_a_write_begun_before_the_new_timeline_acknowledged_any_is_not(tmp_path:
 
 
 def test_promote_is_for_a_cluster_an_operator_fails_over_and_all_has_it_there() -> None:
-    nemesis.validate(["promote"], 3, "streaming", operated=True)
-    with pytest.raises(BadInput, match="the safekeeper cluster does"):
+    nemesis.validate(["promote"], 3, "streaming", kind=StreamingCluster)
+    with pytest.raises(BadInput, match="the safekeeper cluster is not one"):
         nemesis.validate(["promote"], 5, "safekeeper")
-    assert "promote" in [p.name for p in nemesis.packages(["all"], 3, operated=True)]
+    assert "promote" in [p.name for p in nemesis.packages(["all"], 3, kind=StreamingCluster)]
     assert "promote" not in [p.name for p in nemesis.packages(["all"], 5)]
     assert issubclass(StreamingCluster, OperatorFailover)
 
