@@ -80,6 +80,8 @@ from core.polls import (
     RECORDS,
     ClusterStatePoll,
     ComputePoll,
+    LeaderKeyPoll,
+    PatroniPoll,
     PeerPoll,
     Record,
     Round,
@@ -701,6 +703,52 @@ class DeposedAcknowledged(Rule):
                     }
                 )
         return found
+
+
+class LeaderKeyHeld(Rule):
+    """Patroni: only the member that etcd's leader key names runs a writable primary. A primary
+    that lost its key demotes itself within its loop (loop_wait + retry_timeout, a third of the
+    TTL each); one still taking writes for longer than the key's TTL while the key names another
+    member is a second primary the manager let be. While no key can be read (etcd out of reach,
+    or the key expired), failsafe mode may keep a primary: that is not held against it."""
+
+    name = "leader-key-held"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.since: dict[str, tuple[int, str]] = {}  # member → (seen writable from, key holder)
+        self.told: set[str] = set()  # members whose current stretch is reported
+
+    def observe(self, r: Round) -> None:
+        key = r.nodes.get(COORDINATION)
+        if not isinstance(key, LeaderKeyPoll):
+            return
+        for n, s in _of(r.nodes, PatroniPoll).items():
+            if not s.writable or key.holder in (None, n):
+                self.since.pop(n, None)
+                self.told.discard(n)
+                continue
+            start, holder = self.since.setdefault(n, (r.time, key.holder))
+            if holder != key.holder:  # the key moved on: a new stretch against the new holder
+                start, holder = self.since[n] = (r.time, key.holder)
+                self.told.discard(n)
+            ttl = key.ttl or 0
+            if n in self.told or r.time - start <= ttl * NS_PER_S:
+                continue
+            self.told.add(n)
+            self.found.append(
+                {
+                    "type": "writable-without-leader-key",
+                    "window_ns": [start, r.time],
+                    "nodes": [n, holder],
+                    "explanation": (
+                        f"{n} took writes from {start / NS_PER_S:.1f} s to at least "
+                        f"{r.time / NS_PER_S:.1f} s while etcd's leader key named {holder}: "
+                        f"longer than the key's TTL ({ttl} s), within which a primary that "
+                        "lost its key demotes itself"
+                    ),
+                }
+            )
 
 
 class QuietElections(Rule):

@@ -106,6 +106,19 @@ MANATEE_IMAGE = ImageSpec(
     context=NODE_IMAGE.context,
 )
 
+# The patroni cluster kind's nodes: Debian's Patroni (with python3-etcd, which its etcd3 backend
+# imports) beside Postgres, and Debian's etcd server; the kind's own image, built on first use.
+PATRONI_IMAGE = ImageSpec(
+    name="harness-patroni",
+    packages=(
+        *(p for p in NODE_IMAGE.packages if p != "tarantool"),
+        "patroni",
+        "python3-etcd",
+        "etcd-server",
+    ),
+    context=NODE_IMAGE.context,
+)
+
 
 def engine_client(base_url: str | None = None) -> docker.DockerClient:
     """A client for the engine that answers, or BadInput saying how to get one.

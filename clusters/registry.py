@@ -7,6 +7,7 @@ from typing import Any
 from clusters.backend import Backend
 from clusters.kinds.base import ClusterKind, KindOption
 from clusters.kinds.manatee import ManateeCluster
+from clusters.kinds.patroni import PatroniCluster
 from clusters.kinds.safekeeper import SafekeeperCluster
 from clusters.kinds.single import SingleCluster
 from clusters.kinds.streaming import StreamingCluster
@@ -15,7 +16,14 @@ from core.errors import BadInput
 
 CLUSTER_KINDS: dict[str, type[ClusterKind]] = {
     k.name: k
-    for k in (SingleCluster, SafekeeperCluster, TarantoolCluster, ManateeCluster, StreamingCluster)
+    for k in (
+        SingleCluster,
+        SafekeeperCluster,
+        TarantoolCluster,
+        ManateeCluster,
+        StreamingCluster,
+        PatroniCluster,
+    )
 }
 
 

@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 import msgspec
 
 # The entry of a round that holds what the kind's coordination service said (Manatee's cluster
-# state in ZooKeeper), beside its nodes' own accounts.
+# state in ZooKeeper, Patroni's leader key in etcd), beside its nodes' own accounts; the name
+# is what stored runs have.
 COORDINATION = "zookeeper"
 
 
@@ -150,6 +151,23 @@ class StreamingPoll(Record, tag="streaming"):
         return self.timeline
 
 
+class PatroniPoll(StreamingPoll, tag="patroni"):
+    """A Patroni member: its Postgres as a streaming node says it, and Patroni's own role
+    (`master` or `replica` in 3.x) and state (`running`, `starting`, `stopped`, …) from its REST
+    API; a field is empty where that side did not answer."""
+
+    role: str | None = None
+    state: str | None = None
+
+
+class LeaderKeyPoll(Record, tag="leader-key"):
+    """Whom Patroni's leader key in etcd names (None: no key, or etcd did not answer), and the
+    key's TTL (s), within which a primary that lost it must have demoted itself."""
+
+    holder: str | None = None
+    ttl: int | None = None
+
+
 class ClusterStatePoll(Record, tag="cluster-state"):
     """Manatee's cluster state as ZooKeeper holds it: generation, primary, sync, init_wal."""
 
@@ -162,10 +180,19 @@ RECORDS: tuple[type[Record], ...] = (
     TarantoolPoll,
     PeerPoll,
     StreamingPoll,
+    PatroniPoll,
+    LeaderKeyPoll,
     ClusterStatePoll,
 )
 AnyRecord = (
-    ComputePoll | SafekeeperPoll | TarantoolPoll | PeerPoll | StreamingPoll | ClusterStatePoll
+    ComputePoll
+    | SafekeeperPoll
+    | TarantoolPoll
+    | PeerPoll
+    | StreamingPoll
+    | PatroniPoll
+    | LeaderKeyPoll
+    | ClusterStatePoll
 )
 _ENCODER = msgspec.json.Encoder()
 

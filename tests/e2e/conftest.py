@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,3 +24,17 @@ def harness(
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     return tmp_path / "results"
+
+
+def valid_run(
+    store: Path, *args: str, timeout: float = 900
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`harness run ARGS` into `store`, which must end valid (exit 0): its results and its
+    history."""
+    result = harness("run", *args, "--store", str(store), timeout=timeout)
+    run = (store / "latest").resolve()
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is True
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    return results, history

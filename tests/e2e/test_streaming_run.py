@@ -5,29 +5,22 @@ the run must be valid, its promotions seen as new timelines in the leader lane."
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from core.history import FINAL_READS_PROCESS
-from tests.e2e.conftest import harness
+from tests.e2e.conftest import valid_run
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
 
 def test_a_synchronous_cluster_failed_over_by_an_operator_loses_nothing(store: Path) -> None:
-    result = harness(
-        "run", "--cluster", "streaming", "--replication", "sync", "--read-from", "replicas",
+    results, history = valid_run(
+        store, "--cluster", "streaming", "--replication", "sync", "--read-from", "replicas",
         "--isolation", "repeatable-read", "--workload", "set,bank", "--nemesis", "promote",
-        "--nemesis-interval", "8", "--time", "45", "--seed", "0", "--store", str(store),
-        timeout=900,
+        "--nemesis-interval", "8", "--time", "45", "--seed", "0",
     )  # fmt: skip
-    run = (store / "latest").resolve()
-    assert result.returncode == 0, result.stdout + result.stderr
-    results = json.loads((run / "results.json").read_text())
-    assert results["valid"] is True
-    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     promoted = [
         e["value"]
         for e in history

@@ -1,0 +1,198 @@
+"""The Patroni project's own Jepsen suite, run here, beside what it does not look at.
+
+Patroni's suite (the `jepsen/` folder of its repository, 2025): a set workload of unique
+inserts at about 50 a second with 5 s timeouts, faults drawn from {random halves, majorities
+ring, one node cut off, a switchover, a kill -9 of postgres or of patroni}, each about 60 s
+then 60 s healed, then reads; its checker counts lost elements (acknowledged, absent from the
+final read) and unexpected ones (read, never attempted). Each row here is one `harness run
+--cluster patroni` with that fault set (`--nemesis-interval 60`), and gives both judgments: the
+suite's own, computed from the history as its checker would, and ours (every checker: the set
+checker's lost, stale and never-read elements, and with the other workloads list-append and
+bank; split-brain; the leader key and timelines). And what the suite does not measure: how long
+a primary cut off from etcd alone kept acknowledging writes, and how long after a kill of the
+primary the next write was acknowledged (Patroni's own acceptance tests expect a promotion
+within 32 s at the default 30 s TTL).
+
+    nohup .venv/bin/python bench/patroni.py [--time 1800] [--configs suite-off,suite-on,…]
+        [--seeds 0] [--until HH:MM] > patroni.log 2>&1 &
+    .venv/bin/python bench/patroni.py --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from run_rows import anomalies, read_rows, rows_options, run_row, table, work_through
+
+HARNESS = Path(sys.executable).parent / "harness"
+SUITE_FAULTS = "partition-halves,partition-ring,partition-one,switchover,kill-postgres,kill-patroni"
+# the suite's faults, and the primary cut off from etcd alone and every etcd server killed
+WIDER_FAULTS = f"{SUITE_FAULTS},partition-dcs,kill-primary,kill-dcs"
+# name → (--patroni-sync, --workload, --nemesis, --cancel-after s or None, --rate)
+CONFIGS: dict[str, tuple[str, str, str, float | None, float]] = {
+    "suite-off": ("off", "set", SUITE_FAULTS, None, 50),  # the suite as Patroni runs it, async
+    "suite-on": ("on", "set", SUITE_FAULTS, None, 50),  # synchronous_mode, strict
+    "suite-on-cancel": ("on", "set", SUITE_FAULTS, 1.0, 50),  # patroni#1412's clients
+    "wider-off": ("off", "set,append,bank", WIDER_FAULTS, None, 100),
+    "wider-on": ("on", "set,append,bank", WIDER_FAULTS, None, 100),
+}
+COLUMNS = (
+    ("config", "config"),
+    ("sync", "sync"),
+    ("workloads", "workloads"),
+    ("cancel_after", "cancel s"),
+    ("seed", "seed"),
+    ("seconds", "s"),
+    ("suite_lost", "suite: lost"),
+    ("suite_unexpected", "suite: unexpected"),
+    ("verdict", "ours"),
+    ("anomalies", "our anomalies"),
+    ("kill_to_write_s", "kill → write s (worst)"),
+    ("cut_off_acks_s", "cut off from etcd, acks for s (worst)"),
+    ("failovers", "takeovers"),
+    ("writes_per_s", "writes/s"),
+    ("minutes", "run min"),
+)
+NS = 1e9
+
+
+def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    sync, workloads, faults, cancel, rate = CONFIGS[config]
+    cmd = [
+        str(HARNESS), "run", "--cluster", "patroni", "--patroni-sync", sync,
+        "--workload", workloads, "--nemesis", faults, "--nemesis-interval", "60",
+        "--time", str(args.time), "--seed", str(seed), "--rate", str(rate),
+        "--op-timeout", "5",
+    ]  # fmt: skip
+    if cancel is not None:
+        cmd += ["--cancel-after", str(cancel)]
+    keys = {
+        "config": config,
+        "seed": seed,
+        "sync": sync,
+        "workloads": workloads,
+        "cancel_after": cancel,
+        "seconds": args.time,
+    }
+    return run_row(cmd, args.store, f"patroni-{config}-s{seed}", keys, read_run)
+
+
+def suite_judgment(history: list[dict[str, Any]]) -> dict[str, int | None]:
+    """What the Patroni suite's checker says of the set workload: acknowledged adds absent from
+    the final read (lost), and elements the final read has that no add attempted
+    (unexpected). None without a final read."""
+    attempted, acknowledged, final = set(), set(), None
+    for op in history:
+        if op.get("workload") != "set":
+            continue
+        if op["f"] == "add" and op["type"] == "invoke":
+            attempted.add(op["value"])
+        elif op["f"] == "add" and op["type"] == "ok":
+            acknowledged.add(op["value"])
+        elif op["f"] == "read" and op["type"] == "ok":
+            final = set(op["value"] or [])  # the last ok read is the final one
+    if final is None:
+        return {"suite_lost": None, "suite_unexpected": None}
+    return {
+        "suite_lost": len(acknowledged - final),
+        "suite_unexpected": len(final - attempted),
+    }
+
+
+def kill_to_write(history: list[dict[str, Any]]) -> float | None:
+    """The longest wait (s) from a kill that hit the node serving writes to the next
+    acknowledged write."""
+    writes = [op for op in history if op["type"] == "ok" and op.get("write")]
+    worst = None
+    for op in history:
+        if op.get("process") != "nemesis" or op["type"] != "info":
+            continue
+        if not str(op["f"]).startswith("start-kill") or op.get("error"):
+            continue
+        hit = set((op.get("value") or {}).get("targets") or [])
+        before = [w for w in writes if w["time"] < op["time"]]
+        if not before or before[-1].get("node") not in hit:
+            continue
+        after = next((w for w in writes if w["time"] > op["time"]), None)
+        if after is not None:
+            wait = (after["time"] - op["time"]) / NS
+            worst = wait if worst is None else max(worst, wait)
+    return None if worst is None else round(worst, 1)
+
+
+def cut_off_acks(history: list[dict[str, Any]], coordinators: set[str]) -> float | None:
+    """The longest stretch (s) over which a primary cut off from etcd alone (partition-dcs)
+    went on acknowledging writes, from the cut to its last acknowledged write before the heal."""
+    worst = None
+    cut: tuple[str, int] | None = None
+    for op in history:
+        if op.get("process") == "nemesis" and op["type"] == "info":
+            value = op.get("value") or {}
+            if op["f"] == "start-partition" and value.get("shape") == "primary-coordinators":
+                grudge = value.get("grudge") or {}
+                cut_off = [n for n, away in grudge.items() if n not in coordinators and away]
+                cut = (cut_off[0], op["time"]) if cut_off else None
+            elif op["f"] == "stop-partition":
+                cut = None
+        elif cut and op["type"] == "ok" and op.get("write") and op.get("node") == cut[0]:
+            acks = (op["time"] - cut[1]) / NS
+            worst = acks if worst is None else max(worst, acks)
+    return None if worst is None else round(worst, 1)
+
+
+def read_run(run: Path) -> dict[str, Any]:
+    """What a row shows of a checked run folder."""
+    results = json.loads((run / "results.json").read_text())
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()
+               if line.strip()]  # fmt: skip
+    checkers = results.get("checkers") or {}
+    availability = checkers.get("availability") or {}
+    state = checkers.get("cluster-state") or {}
+    status = json.loads((run / "nodes" / "cluster-status.json").read_text())
+    coordinators = {n for n, s in (status.get("nodes") or {}).items() if s.get("role") == "etcd"}
+    per_s = availability.get("acked_writes_per_s")
+    return suite_judgment(history) | {
+        "verdict": results.get("verdict"),
+        "anomalies": "; ".join(anomalies(results)) or "none",
+        "kill_to_write_s": kill_to_write(history),
+        "cut_off_acks_s": cut_off_acks(history, coordinators),
+        "failovers": len(state.get("takeovers") or []),
+        "writes_per_s": None if per_s is None else round(per_s, 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time", type=float, default=1800.0, help="seconds of each run")
+    parser.add_argument("--configs", default="suite-off,suite-on", help=", ".join(CONFIGS))
+    parser.add_argument("--seeds", default="0")
+    rows_options(parser, "patroni")
+    args = parser.parse_args()
+    if args.table:
+        print(table(COLUMNS, read_rows(args.rows)))
+        return 0
+    if args.time <= 0:
+        parser.error("--time is seconds of each run, above 0")
+    configs = [c for c in args.configs.split(",") if c]
+    if unknown := [c for c in configs if c not in CONFIGS]:
+        parser.error(f"unknown config {unknown[0]!r}: choose from {', '.join(CONFIGS)}")
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    work_through(
+        args.rows,
+        [(c, s) for s in seeds for c in configs],
+        lambda row: (row["config"], row["seed"]),
+        lambda config, seed: run_one(config, seed, args),
+        lambda row: (
+            f"{row['verdict']}: suite lost {row.get('suite_lost')}, ours {row.get('anomalies')}"
+        ),
+        until=args.until,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

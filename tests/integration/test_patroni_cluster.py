@@ -1,0 +1,152 @@
+"""The `patroni` kind on real nodes: Debian's Patroni 3.0.2 on three Postgres 15 members with a
+synchronous standby, and three etcd servers. Its poll against what Postgres and etcd say, and
+its faults by their effects: a switchover moves the leader key and the writes; the primary cut
+off from etcd alone is still reached by its clients and its replicas; a killed primary is
+replaced once its key expires, and rejoins as a replica when it is started again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from clusters.backend import Backend
+from clusters.kinds import postgres as pg
+from clusters.kinds.patroni import ETCD_PORT, PatroniCluster
+from core.polls import COORDINATION, LeaderKeyPoll, PatroniPoll
+from nemesis.kill import Kill, KillProcess
+from nemesis.partition import PRIMARY_COORDINATORS, Partition
+from nemesis.switchover import Switchover
+from tests.integration.conftest import eventually
+from tests.integration.test_aimed import reaches, running
+from tests.integration.test_failover import params
+
+pytestmark = pytest.mark.docker
+
+TTL = 9  # seconds: a failover within a test's patience (Patroni's default is 30)
+SETTLES_WITHIN = 120.0  # a liveness bound: a replica rewound or rebuilt and streaming again
+
+
+@pytest.fixture(scope="module")
+def patroni(docker_backend: Backend, module_cluster_name: str) -> Iterator[PatroniCluster]:
+    kind = PatroniCluster(docker_backend, module_cluster_name, {"ttl": TTL, "patroni_sync": "on"})
+    kind.deploy(lambda msg: None)
+    yield kind
+
+
+def writable(kind: PatroniCluster) -> list[str]:
+    return sorted(n for n, s in kind.poll().items() if isinstance(s, PatroniPoll) and s.writable)
+
+
+def settled(kind: PatroniCluster) -> str | None:
+    """The leader, once it alone takes writes, every other member runs as a replica and one of
+    them is named synchronous (strict mode promotes no other: a kill before Patroni names one
+    leaves the cluster without a primary, as it should)."""
+    leader = kind.leader()
+    if leader is None or writable(kind) != [leader] or kind.sync_standby() in (None, leader):
+        return None
+    others = [kind.rest(n) for n in kind.members() if n.name != leader]
+    ready = all(s.get("role") == "replica" and s.get("state") == "running" for s in others)
+    return leader if ready else None
+
+
+def test_the_poll_shows_the_key_holder_alone_taking_writes(patroni: PatroniCluster) -> None:
+    polled = patroni.poll()
+    key = polled[COORDINATION]
+    assert isinstance(key, LeaderKeyPoll) and key.holder == "n1"
+    assert writable(patroni) == ["n1"]
+    n1 = polled["n1"]
+    assert isinstance(n1, PatroniPoll) and n1.role in ("master", "primary")
+    assert n1.state == "running" and n1.timeline == 1 and n1.lsn
+    for name in ("n2", "n3"):
+        s = polled[name]
+        assert isinstance(s, PatroniPoll) and s.role == "replica" and s.standby
+    assert "n4" not in polled  # etcd servers are no members
+    status = patroni.status()
+    assert status["leader"] == "n1" and status["nodes"]["n4"] == {"role": "etcd"}
+    # synchronous_mode: Patroni names one replica synchronous, and Postgres waits for it
+    assert status["sync_standby"] in ("n2", "n3")
+    query = "SELECT application_name FROM pg_stat_replication WHERE sync_state = 'sync'"
+    assert pg.psql(patroni.nodes[0], query) == status["sync_standby"]
+
+
+def test_a_switchover_moves_the_leader_key_and_the_writes(patroni: PatroniCluster) -> None:
+    old = eventually(lambda: settled(patroni), "one leader, the others replicas", SETTLES_WITHIN)
+    before = patroni.poll()[old]
+    done = Switchover().start(patroni)
+    assert done["leader"] == old and done.get("status") == 200, done
+    new = eventually(
+        lambda: now if (now := settled(patroni)) not in (None, old) else None,
+        "another member leading alone",
+        SETTLES_WITHIN,
+    )
+    after = patroni.poll()[new]
+    assert isinstance(before, PatroniPoll) and isinstance(after, PatroniPoll)
+    assert (after.timeline or 0) > (before.timeline or 0)
+
+
+def test_the_primary_cut_off_from_etcd_alone_is_still_reached(patroni: PatroniCluster) -> None:
+    leader = eventually(lambda: settled(patroni), "one leader", SETTLES_WITHIN)
+    member = next(n.name for n in patroni.members() if n.name != leader)
+    fault = Partition(PRIMARY_COORDINATORS, None)
+    try:
+        fault.start(patroni)
+        for etcd in patroni.coordinators():
+            assert not reaches(patroni, leader, etcd, ETCD_PORT)
+        assert reaches(patroni, member, leader, pg.PORT)  # its replicas still stream from it
+        host, port = next(n for n in patroni.members() if n.name == leader).endpoint(pg.PORT)
+        with psycopg.connect(host=host, port=port, user=pg.USER, dbname="postgres",
+                             connect_timeout=5) as conn:  # fmt: skip
+            assert conn.execute("SELECT 1").fetchone() == (1,)  # and so do its clients
+    finally:
+        fault.stop(patroni)
+    assert all(reaches(patroni, leader, e, ETCD_PORT) for e in patroni.coordinators())
+
+
+def test_a_killed_primary_is_replaced_and_rejoins_as_a_replica(patroni: PatroniCluster) -> None:
+    old = eventually(lambda: settled(patroni), "one leader", SETTLES_WITHIN)
+    fault = Kill("primaries", None)
+    try:
+        done = fault.start(patroni)
+        assert done["targets"] == [old] and "patroni" in done["killed"][old], done
+        eventually(
+            lambda: (now := patroni.leader()) not in (None, old) and writable(patroni) == [now],
+            "a replica promoted once the key expired",
+            SETTLES_WITHIN,
+        )
+    finally:
+        fault.stop(patroni)
+    node = next(n for n in patroni.members() if n.name == old)
+    eventually(
+        lambda: patroni.rest(node).get("role") == "replica",
+        f"{old} a replica again",
+        SETTLES_WITHIN,
+    )
+    endpoint = patroni.endpoints()[0]
+    with psycopg.connect(**params(endpoint)) as conn:
+        assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
+
+
+@pytest.mark.parametrize(
+    ("process", "survivor"), [("patroni", "postgres"), ("postgres", "patroni")]
+)
+def test_a_lone_kill_leaves_the_rest_of_the_node_running(
+    patroni: PatroniCluster, process: str, survivor: str
+) -> None:
+    """Patroni killed on the primary leaves its Postgres serving, without its manager; Postgres
+    killed leaves Patroni, which starts it again."""
+    leader = eventually(lambda: settled(patroni), "one leader", SETTLES_WITHIN)
+    fault = KillProcess(process, "primaries", 0.0)
+    try:
+        done = fault.start(patroni)
+        assert done["targets"] == [leader] and done["killed"][leader], done
+        left = running(patroni, leader)
+        assert process not in left and survivor in left, left
+    finally:
+        fault.stop(patroni)
+    eventually(
+        lambda: {"patroni", "postgres"} <= set(running(patroni, leader)),
+        f"both running again on {leader}",
+        SETTLES_WITHIN,
+    )

@@ -1,0 +1,167 @@
+"""The patroni kind's declarations: its options and what each asks of Patroni, the etcd
+ensemble's command line, and its poll records through the polls file and the cluster-state
+judgments (a deposed primary that keeps acknowledging writes on its old timeline)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import msgspec
+import pytest
+
+import nemesis
+from checkers.cluster_state import DeposedAcknowledged, LeaderKeyHeld, check
+from clusters.kinds.patroni import PatroniCluster, etcd_command, loop_of, patroni_config
+from clusters.kinds.streaming import StreamingCluster
+from clusters.registry import cluster_kind
+from core.errors import BadInput
+from core.polls import (
+    COORDINATION,
+    LeaderKeyPoll,
+    PatroniPoll,
+    Record,
+    Round,
+    encode_round,
+    read_rounds,
+)
+from nemesis.switchover import Switchover
+from tests.unit.test_streaming import _failover_run
+
+S = 1_000_000_000
+
+
+def test_the_kind_is_registered_with_its_options_checked() -> None:
+    kind = cluster_kind("patroni")
+    assert kind is PatroniCluster
+    options = kind.checked_options({})
+    assert options == {"members": 3, "patroni_sync": "off", "ttl": 30, "read_from": "primary"}
+    assert kind.nodes_needed(options) == 6  # three etcd servers after the members
+    assert kind.coordinated  # the coordinator faults reach etcd
+    with pytest.raises(BadInput, match="quorum needs Patroni 4"):
+        kind.checked_options({"patroni_sync": "quorum"})
+    with pytest.raises(BadInput, match="--members must be at least 2"):
+        kind.checked_options({"members": 1})
+    with pytest.raises(BadInput, match="serializable"):
+        raise BadInput(
+            kind.isolation_refused(kind.checked_options({"read_from": "any"}), "serializable") or ""
+        )
+
+
+def test_sync_on_is_patronis_strict_synchronous_mode() -> None:
+    for sync, strict in (("off", False), ("on", True)):
+        config = json.loads(patroni_config("n2", ["n4", "n5", "n6"], sync, 30))
+        dcs = config["bootstrap"]["dcs"]
+        assert dcs["synchronous_mode"] is strict and dcs["synchronous_mode_strict"] is strict
+        assert dcs["failsafe_mode"] and dcs["check_timeline"]
+        assert dcs["postgresql"]["use_pg_rewind"] and dcs["postgresql"]["use_slots"]
+        assert config["etcd3"]["hosts"] == ["n4:2379", "n5:2379", "n6:2379"]
+        assert config["postgresql"]["connect_address"] == "n2:5432"
+        assert config["watchdog"]["mode"] == "off"
+
+
+def test_the_loop_keeps_patronis_rule_for_any_ttl() -> None:
+    """loop_wait + 2 * retry_timeout <= ttl: 3.0.2 needs it and does not check it."""
+    assert loop_of(30) == (10, 10)
+    for ttl in range(3, 120):
+        loop_wait, retry = loop_of(ttl)
+        assert loop_wait >= 1 and loop_wait + 2 * retry <= ttl
+
+
+def test_each_etcd_server_names_the_whole_ensemble() -> None:
+    cmd = etcd_command("n5", ["n4", "n5", "n6"])
+    assert "--name n5 " in cmd and "--advertise-client-urls http://n5:2379" in cmd
+    assert "--initial-cluster n4=http://n4:2380,n5=http://n5:2380,n6=http://n6:2380" in cmd
+
+
+def test_its_records_keep_their_type_through_the_polls_file(tmp_path: Path) -> None:
+    polls = tmp_path / "cluster.jsonl"
+    member = PatroniPoll(standby=False, writable=True, timeline=3, lsn=100, role="master")
+    rounds = [Round(time=S, nodes={"n1": member, COORDINATION: LeaderKeyPoll("n1")})]
+    polls.write_bytes(b"".join(encode_round(r) + b"\n" for r in rounds))
+    assert read_rounds(polls) == rounds
+    assert member.leads() and member.led_term() == 3 and member.term_unit == "timeline"
+
+
+def test_a_deposed_member_acknowledging_on_its_old_timeline_is_named(tmp_path: Path) -> None:
+    """The split brain of streaming's unit test (n1 writable on timeline 1 after n2 began
+    timeline 2), polled as Patroni members: the same rule names it."""
+    ops, polls = _failover_run(tmp_path, last_write_s=8.0)
+    rounds = [
+        Round(
+            time=r.time,
+            nodes={
+                n: PatroniPoll(**msgspec.structs.asdict(s), role="master" if s.writable else None)
+                for n, s in r.nodes.items()
+            },
+        )
+        for r in read_rounds(Path(polls))
+    ]
+    Path(polls).write_bytes(b"".join(encode_round(r) + b"\n" for r in rounds))
+    result = check(ops, polls, rules=(DeposedAcknowledged,))
+    assert result["anomaly_types"] == ["deposed-primary-acknowledged"]
+    assert "n1, primary of timeline 1, acknowledged" in result["anomalies"][0]["explanation"]
+
+
+def test_switchover_is_for_a_kind_whose_manager_does_one_and_all_has_it_there() -> None:
+    nemesis.validate(["switchover"], 6, "patroni", coordinated=True, kind=PatroniCluster)
+    with pytest.raises(BadInput, match="switchover needs a manager that switches"):
+        nemesis.validate(["switchover"], 3, "streaming", kind=StreamingCluster)
+    on_patroni = [p.name for p in nemesis.packages(["all"], 6, False, True, kind=PatroniCluster)]
+    assert "switchover" in on_patroni and "partition-dcs" in on_patroni
+    assert "promote" not in on_patroni  # Patroni fails over by itself
+    assert "switchover" not in [p.name for p in nemesis.packages(["all"], 5)]
+    assert Switchover.planned(["n1", "n2"], random.Random(0)).plan() == {"fault": "switchover"}
+
+
+def _key_rounds(tmp_path: Path, writable_n1_until: float, key: list[str | None]) -> str:
+    """A round a second: n1 writable until `writable_n1_until` s, n2 writable from 3 s, the
+    leader key naming key[i] in round i (TTL 9 s)."""
+    rounds = []
+    for i, holder in enumerate(key):
+        nodes: dict[str, Record] = {COORDINATION: LeaderKeyPoll(holder, 9)}
+        nodes["n1"] = PatroniPoll(writable=i <= writable_n1_until, timeline=1)
+        nodes["n2"] = PatroniPoll(writable=i >= 3, standby=i < 3, timeline=2 if i >= 3 else 1)
+        rounds.append(Round(time=i * S, nodes=nodes))
+    polls = tmp_path / "cluster.jsonl"
+    polls.write_bytes(b"".join(encode_round(r) + b"\n" for r in rounds))
+    return str(polls)
+
+
+def test_a_primary_writable_past_the_ttl_while_the_key_names_another_is_named(
+    tmp_path: Path,
+) -> None:
+    """The key moved to n2 at 3 s; n1 still took writes at 14 s, more than the TTL later."""
+    polls = _key_rounds(tmp_path, 14, ["n1"] * 3 + ["n2"] * 13)
+    result = check([], polls, rules=(LeaderKeyHeld,))
+    assert result["anomaly_types"] == ["writable-without-leader-key"]
+    (anomaly,) = result["anomalies"]  # one stretch, reported once
+    assert anomaly["nodes"] == ["n1", "n2"]
+    assert (
+        "n1 took writes from 3.0 s to at least 13.0 s while etcd's leader key named n2"
+        in (anomaly["explanation"])
+    )
+
+
+def test_a_primary_demoted_within_the_ttl_or_kept_by_failsafe_is_not(tmp_path: Path) -> None:
+    """n1 demoted 8 s after the key moved on: within the TTL. And n1 writable for 13 s while
+    no key could be read (etcd out of reach): failsafe mode's to allow."""
+    demoted = _key_rounds(tmp_path, 11, ["n1"] * 3 + ["n2"] * 13)
+    assert check([], demoted, rules=(LeaderKeyHeld,))["valid"] is True
+    failsafe = _key_rounds(tmp_path, 14, ["n1"] * 3 + [None] * 13)
+    assert check([], failsafe, rules=(LeaderKeyHeld,))["valid"] is True
+
+
+def test_patroni_and_its_postgres_are_killed_alone_by_packages_of_their_own() -> None:
+    for name in ("kill-postgres", "kill-patroni"):
+        nemesis.validate([name], 6, "patroni", coordinated=True, kind=PatroniCluster)
+        with pytest.raises(BadInput, match=f"unknown nemesis '{name}'"):
+            nemesis.validate([name], 3, "streaming", kind=StreamingCluster)
+    chosen = nemesis.packages(["kill-patroni"], 6, kind=PatroniCluster)
+    rng = random.Random(0)
+    faults = [chosen[0].make(["n1", "n2"], rng) for _ in range(50)]
+    assert {f.plan()["process"] for f in faults} == {"patroni"}  # type: ignore[union-attr]
+    assert {f.plan()["target"] for f in faults} == {"primaries", "one"}  # type: ignore[union-attr]
+    on_patroni = [p.name for p in nemesis.packages(["all"], 6, False, True, kind=PatroniCluster)]
+    assert {"kill-postgres", "kill-patroni"} <= set(on_patroni)
