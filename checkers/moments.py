@@ -17,7 +17,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 from core.history import Op
-from core.polls import ComputePoll, Round, SafekeeperPoll, StreamingPoll
+from core.polls import (
+    COORDINATION,
+    ComputePoll,
+    LeaderKeyPoll,
+    PatroniPoll,
+    Round,
+    SafekeeperPoll,
+    StreamingPoll,
+)
 
 NS_PER_S = 1e9
 # Polls come about once a second: a fault that began within this many seconds after the last
@@ -38,6 +46,9 @@ class Moment:
     # and comes back; "leader-cut", the node that leads is partitioned off alone and left
     # running (its clients still connected).
     provoke: ClassVar[str] = "leader"
+    # How long a nemesis that provoked it waits for it (s): a kind that fails over only once a
+    # lease or key of tens of seconds expires needs longer than one that fails over in seconds.
+    watch_s: ClassVar[float] = 30.0
 
     def observe(self, r: Round) -> Roles | None:
         """Whether the moment holds in this round (after those observed before it): its roles,
@@ -266,6 +277,53 @@ class LeaseEnding(Moment):
         }
 
 
+def _key_holder(r: Round) -> str | None:
+    key = r.nodes.get(COORDINATION)
+    return key.holder if isinstance(key, LeaderKeyPoll) else None
+
+
+class KeyTaken(Moment):
+    """Patroni: the leader key in etcd names another member than before (a failover or a
+    switchover): the new leader promotes, and the deposed one must stop taking writes."""
+
+    name = "leader-key-taken"
+    about = "the leader key in etcd passed to another member"
+    roles = ("new-leader", "deposed")
+    watch_s = 90.0  # Patroni's default key lives 30 s, and a loop of 10 s follows
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+
+    def observe(self, r: Round) -> Roles | None:
+        holder = _key_holder(r)
+        if holder is None:
+            return None
+        before, self.last = self.last, holder
+        if before is None or before == holder:
+            return None
+        return {"new-leader": [holder], "deposed": [before]}
+
+
+class Rejoining(Moment):
+    """Patroni: a member runs as a replica on an older timeline than the primary's (a deposed
+    primary that Patroni rewinds, or a replica not yet following the new timeline)."""
+
+    name = "rejoining"
+    about = "a replica is still on an older timeline than the primary's"
+    roles = ("rejoining", "leader")
+    provoke = "leader-back"  # a deposed primary rejoins once it is back
+    watch_s = 90.0
+
+    def observe(self, r: Round) -> Roles | None:
+        members = {n: s for n, s in r.nodes.items() if isinstance(s, PatroniPoll)}
+        led = [n for n, s in members.items() if s.writable]
+        if len(led) != 1 or members[led[0]].timeline is None:
+            return None
+        top = members[led[0]].timeline or 0
+        behind = sorted(n for n, s in members.items() if s.standby and (s.timeline or top) < top)
+        return {"rejoining": behind, "leader": led} if behind else None
+
+
 class StandbyBehind(_Leaders):
     """Plain streaming replication: a standby has replayed less WAL than the primary holds by
     more than a few pages (an asynchronous standby after a burst, or one cut off a while): the
@@ -402,5 +460,7 @@ MOMENTS: dict[str, type[Moment]] = {
         InheritedLimbo,
         LeaseEnding,
         StandbyBehind,
+        KeyTaken,
+        Rejoining,
     )
 }

@@ -14,7 +14,8 @@ less. An aimed fault brings a moment about and watches for it:
    (OperatorFailover), the leader is lost as the `promote` fault loses it: cut off and left
    running (for a partition) or stopped, and a standby promoted.
 2. **Watch.** The fault polls the cluster every POLL_EVERY seconds, as the harness's own polls
-   do but five times as often, and feeds each round to the moment, until it holds (or WATCH_S).
+   do but five times as often, and feeds each round to the moment, until it holds (or the
+   moment's `watch_s` has passed).
    A follower is watched while it is cut off too: seen behind then, it is struck as soon as it
    is let back, when it catches up (often within a poll).
 3. **Strike.** After a delay drawn from the seed, one of the moment's roles, the first of an
@@ -54,7 +55,6 @@ from nemesis.seed003 import MIN_NODES as SEED003_NODES
 from nemesis.seed003 import Seed003
 
 POLL_EVERY = 0.2  # seconds between the fault's own polls while it watches
-WATCH_S = 30.0  # how long it watches for the moment once provoked
 DELAY_S = (0.0, 1.5)  # the strike's delay after the moment is seen, drawn from the seed
 CUT_S = (3.0, 8.0)  # how long a follower is cut off before it is let back
 PROVOCATIONS = ("partition", "kill", "pause")
@@ -158,12 +158,12 @@ class Aimed(Fault):
             return value | {"reached": False}
         # A follower seen behind while it was cut off catches up as soon as it is let back,
         # often faster than a poll: the strike comes then, with the roles seen during the cut.
-        deadline = time.monotonic() + WATCH_S
+        deadline = time.monotonic() + self.moment.watch_s
         while role is None and time.monotonic() < deadline:
             time.sleep(POLL_EVERY)
             watch()
         if roles is None:
-            return value | {"reached": False, "watched_s": WATCH_S}
+            return value | {"reached": False, "watched_s": self.moment.watch_s}
         value |= {"reached": True, "seen_s": seen, "roles": roles, "role": role}
         if role is None:
             return value | {"strike": None, "why": "no node played any of the moment's roles"}
@@ -203,7 +203,7 @@ class Aimed(Fault):
             return done
         # lost until another leads, then back: what a deposed primary then does is the moment
         began = time.monotonic()
-        while time.monotonic() - began < WATCH_S:
+        while time.monotonic() - began < self.moment.watch_s:
             if [n for n in leading(Round(time=0, nodes=cluster.poll())) if n != leader]:
                 break
             time.sleep(POLL_EVERY)

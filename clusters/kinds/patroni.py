@@ -29,7 +29,7 @@ from typing import Any
 import requests
 
 from checkers.cluster_state import DeposedAcknowledged, LeaderKeyHeld, QuietElections, lsn_text
-from checkers.moments import LeaderChanged, StandbyBehind
+from checkers.moments import KeyTaken, Rejoining, StandbyBehind
 from clusters.backend import Node
 from clusters.image import PATRONI_IMAGE
 from clusters.kinds import postgres as pg
@@ -194,7 +194,7 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
     collected = (pg.LOG_DIR, CONFIG)
     poll_records = (PatroniPoll, LeaderKeyPoll)
     state_rules = (DeposedAcknowledged, LeaderKeyHeld, QuietElections)
-    moments = (LeaderChanged, StandbyBehind)
+    moments = (KeyTaken, Rejoining, StandbyBehind)
 
     @classmethod
     def nodes_needed(cls, options: Mapping[str, Any]) -> int:

@@ -9,9 +9,11 @@ from checkers.cluster_state import check
 from checkers.moments import (
     CatchUp,
     InheritedLimbo,
+    KeyTaken,
     LeaderChanged,
     LeaseEnding,
     Rebuild,
+    Rejoining,
     Takeover,
     TermWon,
     coverage,
@@ -19,7 +21,16 @@ from checkers.moments import (
     reached,
 )
 from core.history import NEMESIS
-from core.polls import ComputePoll, PeerPoll, Record, Round, SafekeeperPoll, encode_round
+from core.polls import (
+    ComputePoll,
+    LeaderKeyPoll,
+    PatroniPoll,
+    PeerPoll,
+    Record,
+    Round,
+    SafekeeperPoll,
+    encode_round,
+)
 
 S = 1_000_000_000
 
@@ -282,3 +293,29 @@ def test_the_deposed_primary_standing_again_is_not_the_new_leader() -> None:
     elected = at(1, n1=candidate, n2=ComputePoll("taking over", False, 2), n3=keeper(2, []))
     (found,) = occurrences([before, elected], TermWon)
     assert found["roles"]["new-leader"] == ["n2"]
+
+
+def test_a_leader_key_taken_and_a_member_rejoining_on_an_older_timeline() -> None:
+    def member(writable: bool, timeline: int) -> PatroniPoll:
+        return PatroniPoll(standby=not writable, writable=writable, timeline=timeline)
+
+    rounds = [
+        at(0, n1=member(True, 1), n2=member(False, 1), zookeeper=LeaderKeyPoll("n1", 30)),
+        at(1, n2=member(False, 1), zookeeper=LeaderKeyPoll(None, 30)),  # expired, none yet
+        at(2, n2=member(True, 2), n3=member(False, 1), zookeeper=LeaderKeyPoll("n2", 30)),
+        at(
+            3,
+            n1=member(False, 1),
+            n2=member(True, 2),
+            n3=member(False, 2),
+            zookeeper=LeaderKeyPoll("n2", 30),
+        ),
+        at(4, n1=member(False, 2), n2=member(True, 2), zookeeper=LeaderKeyPoll("n2", 30)),
+    ]
+    assert [(f["start"], f["roles"]) for f in occurrences(rounds, KeyTaken)] == [
+        (2.0, {"new-leader": ["n2"], "deposed": ["n1"]})
+    ]
+    assert [(f["start"], f["end"], f["roles"]) for f in occurrences(rounds, Rejoining)] == [
+        (2.0, 3.0, {"rejoining": ["n3"], "leader": ["n2"]})
+    ]
+    assert KeyTaken.watch_s > TermWon.watch_s  # a key of tens of seconds must expire first
