@@ -11,10 +11,12 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from checkers.moments import KeyTaken
 from clusters.backend import Backend
 from clusters.kinds import postgres as pg
 from clusters.kinds.patroni import ETCD_PORT, PatroniCluster
 from core.polls import COORDINATION, LeaderKeyPoll, PatroniPoll
+from nemesis.aimed import Aimed
 from nemesis.kill import Kill, KillProcess
 from nemesis.partition import PRIMARY_COORDINATORS, Partition
 from nemesis.switchover import Switchover
@@ -150,3 +152,22 @@ def test_a_lone_kill_leaves_the_rest_of_the_node_running(
         f"both running again on {leader}",
         SETTLES_WITHIN,
     )
+
+
+def test_an_aimed_fault_strikes_the_member_that_took_the_leader_key(
+    patroni: PatroniCluster,
+) -> None:
+    """The leader is cut off; once its key expires and another member takes it, that member
+    is paused; the fault's stop lets both go, and a leader settles again."""
+    old = eventually(lambda: settled(patroni), "one leader", SETTLES_WITHIN)
+    fault = Aimed(KeyTaken, ("new-leader",), "partition", "pause", 0.0, 3.0, 0.0)
+    try:
+        value = fault.start(patroni)
+        assert value["provoked"]["target"] == old
+        assert value["reached"] and value["roles"]["deposed"] == [old], value
+        (new,) = value["roles"]["new-leader"]
+        assert new != old and value["strike"]["targets"] == [new]
+        assert running(patroni, new)["patroni"].startswith("T")  # stopped
+    finally:
+        fault.stop(patroni)
+    eventually(lambda: settled(patroni), "a leader settled again", SETTLES_WITHIN)
