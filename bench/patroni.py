@@ -103,10 +103,22 @@ def suite_judgment(history: list[dict[str, Any]]) -> dict[str, int | None]:
     }
 
 
+def acknowledged_writes(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ok completions of operations that write (an invocation says whether it writes)."""
+    invoked: dict[Any, dict[str, Any]] = {}
+    writes = []
+    for op in history:
+        if op["type"] == "invoke":
+            invoked[op["process"]] = op
+        elif op["type"] == "ok" and (invoked.get(op["process"]) or {}).get("write"):
+            writes.append(op)
+    return writes
+
+
 def kill_to_write(history: list[dict[str, Any]]) -> float | None:
     """The longest wait (s) from a kill that hit the node serving writes to the next
     acknowledged write."""
-    writes = [op for op in history if op["type"] == "ok" and op.get("write")]
+    writes = acknowledged_writes(history)
     worst = None
     for op in history:
         if op.get("process") != "nemesis" or op["type"] != "info":
@@ -129,6 +141,7 @@ def cut_off_acks(history: list[dict[str, Any]], coordinators: set[str]) -> float
     went on acknowledging writes, from the cut to its last acknowledged write before the heal."""
     worst = None
     cut: tuple[str, int] | None = None
+    writes = {id(op) for op in acknowledged_writes(history)}
     for op in history:
         if op.get("process") == "nemesis" and op["type"] == "info":
             value = op.get("value") or {}
@@ -138,7 +151,7 @@ def cut_off_acks(history: list[dict[str, Any]], coordinators: set[str]) -> float
                 cut = (cut_off[0], op["time"]) if cut_off else None
             elif op["f"] == "stop-partition":
                 cut = None
-        elif cut and op["type"] == "ok" and op.get("write") and op.get("node") == cut[0]:
+        elif cut and id(op) in writes and op.get("node") == cut[0]:
             acks = (op["time"] - cut[1]) / NS
             worst = acks if worst is None else max(worst, acks)
     return None if worst is None else round(worst, 1)

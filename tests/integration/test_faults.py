@@ -320,7 +320,7 @@ def test_every_shape_cuts_exactly_its_grudge(
 def test_the_primary_cut_off_from_the_coordinators_only_still_reaches_its_peers(
     plain: PlainCluster, nodes: list[Node], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """partition-zookeeper's shape: the leader loses the coordination service's nodes and no
+    """partition-dcs's shape: the leader loses the coordination service's nodes and no
     other; everyone else hears everyone."""
     plain.leader_name = "n2"
     monkeypatch.setattr(plain, "coordinators", lambda: ["n4", "n5"])

@@ -23,7 +23,14 @@ def op(t: float, type_: str, f: str, value: Any, **more: Any) -> dict[str, Any]:
 
 
 def add(t: float, type_: str, element: int, node: str = "n1") -> dict[str, Any]:
-    return op(t, type_, "add", element, workload="set", write=True, node=node)
+    """An add's event; as in a history, only its invocation says that it writes."""
+    if type_ == "invoke":
+        return op(t, type_, "add", element, workload="set", write=True, node="n1,n2,n3")
+    return op(t, type_, "add", element, workload="set", node=node)
+
+
+def acked(t: float, element: int, node: str) -> list[dict[str, Any]]:
+    return [add(t - 0.05, "invoke", element), add(t, "ok", element, node)]
 
 
 def test_the_suite_counts_lost_and_unexpected_elements_against_the_final_read() -> None:
@@ -44,14 +51,15 @@ def nemesis_info(t: float, f: str, value: dict[str, Any]) -> dict[str, Any]:
 
 def test_a_kill_of_the_writing_node_is_timed_to_the_next_write() -> None:
     history = [
-        add(1, "ok", 1, "n1"),
+        *acked(1, 1, "n1"),
         nemesis_info(2, "start-kill-process", {"process": "patroni", "targets": ["n1"]}),
-        add(14.5, "ok", 2, "n2"),  # promoted once the key expired
+        *acked(14.5, 2, "n2"),  # promoted once the key expired
         nemesis_info(20, "start-kill", {"targets": ["n3"]}),  # a replica: not timed
-        add(21, "ok", 3, "n2"),
+        *acked(21, 3, "n2"),
+        op(22, "ok", "read", [1, 2, 3], workload="set", node="n2"),  # a read: no write
     ]
     assert kill_to_write(history) == 12.5
-    assert kill_to_write(history[:1]) is None
+    assert kill_to_write(history[:2]) is None
 
 
 def test_a_primary_cut_off_from_etcd_is_timed_to_its_last_acknowledgement() -> None:
@@ -59,11 +67,11 @@ def test_a_primary_cut_off_from_etcd_is_timed_to_its_last_acknowledgement() -> N
     cut = {"shape": "primary-coordinators", "grudge": grudge}
     history = [
         nemesis_info(10, "start-partition", cut),
-        add(11, "ok", 1, "n1"),
-        add(25, "ok", 2, "n1"),  # still acknowledging 15 s after the cut
-        add(26, "ok", 3, "n2"),
+        *acked(11, 1, "n1"),
+        *acked(25, 2, "n1"),  # still acknowledging 15 s after the cut
+        *acked(26, 3, "n2"),
         nemesis_info(40, "stop-partition", {}),
-        add(41, "ok", 4, "n1"),  # after the heal: not counted
+        *acked(41, 4, "n1"),  # after the heal: not counted
     ]
     assert cut_off_acks(history, {"n4", "n5", "n6"}) == 15.0
 
