@@ -1,19 +1,20 @@
 """The Patroni project's own Jepsen suite, run here, beside what it does not look at.
 
-Patroni's suite (the `jepsen/` folder of its repository, 2025): a set workload of unique
-inserts at about 50 a second with 5 s timeouts, faults drawn from {random halves, majorities
-ring, one node cut off, a switchover, a kill -9 of postgres or of patroni}, each about 60 s
-then 60 s healed, then reads; its checker counts lost elements (acknowledged, absent from the
-final read) and unexpected ones (read, never attempted). Each row here is one `harness run
---cluster patroni` with that fault set (`--nemesis-interval 60`), and gives both judgments: the
-suite's own, computed from the history as its checker would, and ours (every checker: the set
-checker's lost, stale and never-read elements, and with the other workloads list-append and
-bank; split-brain; the leader key and timelines). And what the suite does not measure: how long
-a primary cut off from etcd alone kept acknowledging writes, and how long after a kill of the
-primary the next write was acknowledged (Patroni's own acceptance tests expect a promotion
-within 32 s at the default 30 s TTL).
+Patroni's suite (the `jepsen/` folder of its repository, 2025): Patroni 4 with
+`synchronous_mode: quorum`, strict, failsafe and check_timeline on (the `suite` row; the others
+change the mode or the clients); a set workload of unique inserts at about 50 a second with 5 s
+timeouts; faults drawn from {random halves, majorities ring, one node cut off, a switchover, a
+kill -9 of postgres or of patroni}, each about 60 s then 60 s healed; then reads; its checker
+counts lost elements (acknowledged, absent from the final read) and unexpected ones (read, never
+attempted). Each row here is one `harness run --cluster patroni` with that fault set
+(`--nemesis-interval 60`), and gives both judgments: the suite's own, computed from the history
+as its checker would, and ours (every checker: the set checker's lost, stale and never-read
+elements, and with the other workloads list-append and bank; split-brain; the leader key and
+timelines). And what the suite does not measure: how long a primary cut off from etcd alone kept
+acknowledging writes, and how long after a kill of the primary the next write was acknowledged
+(Patroni's own acceptance tests expect a promotion within 32 s at the default 30 s TTL).
 
-    nohup .venv/bin/python bench/patroni.py [--time 1800] [--configs suite-off,suite-on,…]
+    nohup .venv/bin/python bench/patroni.py [--time 1800] [--configs suite,suite-off,…]
         [--seeds 0] [--until HH:MM] > patroni.log 2>&1 &
     .venv/bin/python bench/patroni.py --table
 """
@@ -34,11 +35,14 @@ SUITE_FAULTS = "partition-halves,partition-ring,partition-one,switchover,kill-po
 WIDER_FAULTS = f"{SUITE_FAULTS},partition-dcs,kill-primary,kill-dcs"
 # name → (--patroni-sync, --workload, --nemesis, --cancel-after s or None, --rate)
 CONFIGS: dict[str, tuple[str, str, str, float | None, float]] = {
-    "suite-off": ("off", "set", SUITE_FAULTS, None, 50),  # the suite as Patroni runs it, async
+    "suite": ("quorum", "set", SUITE_FAULTS, None, 50),  # as Patroni runs it: quorum, strict
+    "suite-cancel": ("quorum", "set", SUITE_FAULTS, 1.0, 50),  # patroni#1412's clients
+    "suite-off": ("off", "set", SUITE_FAULTS, None, 50),  # asynchronous, Patroni's default
     "suite-on": ("on", "set", SUITE_FAULTS, None, 50),  # synchronous_mode, strict
-    "suite-on-cancel": ("on", "set", SUITE_FAULTS, 1.0, 50),  # patroni#1412's clients
+    "suite-on-cancel": ("on", "set", SUITE_FAULTS, 1.0, 50),
     "wider-off": ("off", "set,append,bank", WIDER_FAULTS, None, 100),
     "wider-on": ("on", "set,append,bank", WIDER_FAULTS, None, 100),
+    "wider-quorum": ("quorum", "set,append,bank", WIDER_FAULTS, None, 100),
 }
 COLUMNS = (
     ("config", "config"),
@@ -181,7 +185,7 @@ def read_run(run: Path) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--time", type=float, default=1800.0, help="seconds of each run")
-    parser.add_argument("--configs", default="suite-off,suite-on", help=", ".join(CONFIGS))
+    parser.add_argument("--configs", default="suite,suite-off", help=", ".join(CONFIGS))
     parser.add_argument("--seeds", default="0")
     rows_options(parser, "patroni")
     args = parser.parse_args()

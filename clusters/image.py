@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -49,18 +50,37 @@ TRIM = (
 
 
 @dataclass(frozen=True)
+class Wheel:
+    """A Python distribution Debian does not ship in the version a kind needs: one wheel from
+    PyPI, pinned by its hash, installed into the base without its dependencies, which the
+    base's Debian packages provide."""
+
+    requirement: str  # e.g. "patroni==4.1.5"
+    file: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class ImageSpec:
-    """What a node image is made of: Debian packages for the base, a build context on top."""
+    """What a node image is made of: Debian packages (and pinned wheels) for the base, a build
+    context on top."""
 
     name: str
     packages: tuple[str, ...]
     context: Path
     suite: str = "bookworm"
+    wheels: tuple[Wheel, ...] = ()
 
     def base_tag(self) -> str:
         """The base's tag, a hash of everything debootstrap is given (the mirror is not: any
-        mirror of the suite yields the same packages)."""
-        recipe = {"recipe": BASE_RECIPE, "suite": self.suite, "packages": sorted(self.packages)}
+        mirror of the suite yields the same packages) and of the wheels' hashes."""
+        recipe: dict[str, object] = {
+            "recipe": BASE_RECIPE,
+            "suite": self.suite,
+            "packages": sorted(self.packages),
+        }
+        if self.wheels:
+            recipe["wheels"] = sorted(w.sha256 for w in self.wheels)
         return f"{BASE_REPOSITORY}:{_digest(json.dumps(recipe, sort_keys=True).encode())}"
 
     def tag(self) -> str:
@@ -106,17 +126,32 @@ MANATEE_IMAGE = ImageSpec(
     context=NODE_IMAGE.context,
 )
 
-# The patroni cluster kind's nodes: Debian's Patroni (with python3-etcd, which its etcd3 backend
-# imports) beside Postgres, and Debian's etcd server; the kind's own image, built on first use.
+# The patroni cluster kind's nodes: Patroni 4 from PyPI (Debian's 3.0.2 has no
+# `synchronous_mode: quorum`, which the Patroni project's own Jepsen test runs) on Debian's
+# packages of its dependencies (python3-etcd for its etcd3 backend), beside Postgres, and
+# Debian's etcd server; the kind's own image, built on first use.
+PATRONI_WHEEL = Wheel(
+    "patroni==4.1.5",
+    "patroni-4.1.5-py3-none-any.whl",
+    "7aad8c1539e6c51c269a8005169dd54ddc7668437b7900fa6099d7894e224c84",
+)
 PATRONI_IMAGE = ImageSpec(
     name="harness-patroni",
     packages=(
         *(p for p in NODE_IMAGE.packages if p != "tarantool"),
-        "patroni",
+        "python3-pip",  # installs the wheel, offline, in the chroot
+        "python3-psycopg2",
+        "python3-yaml",
+        "python3-click",
+        "python3-prettytable",
+        "python3-dateutil",
+        "python3-psutil",
+        "python3-urllib3",
         "python3-etcd",
         "etcd-server",
     ),
     context=NODE_IMAGE.context,
+    wheels=(PATRONI_WHEEL,),
 )
 
 
@@ -177,7 +212,7 @@ def _exists(client: docker.DockerClient, tag: str) -> bool:
 @contextmanager
 def _build_lock(console: Console) -> Iterator[None]:
     """Serialise builds across processes: two runs starting at once must not debootstrap twice."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
+    cache = cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / "image-build.lock", "w") as lock:
         try:
@@ -246,6 +281,9 @@ def make_rootfs(spec: ImageSpec, mirror: str, rootfs: Path, status: Status) -> N
     stay the same; needs root and debootstrap. The caller deletes a half-made root with
     `remove_tree`, since an interrupted debootstrap leaves /proc and /sys mounted in it."""
     _debootstrap(spec, mirror, rootfs, status)
+    for wheel in spec.wheels:
+        status.update(f"installing {wheel.requirement} from PyPI")
+        _install_wheel(fetch_wheel(wheel), rootfs)
     for pattern in TRIM:
         for path in rootfs.glob(pattern):
             _remove(path)
@@ -289,6 +327,54 @@ def _debootstrap(spec: ImageSpec, mirror: str, rootfs: Path, status: Status) -> 
             f"debootstrap of {spec.suite} from {mirror} failed (exit {proc.returncode}):\n"
             + "\n".join(tail)
         )
+
+
+def cache_dir() -> Path:
+    """The harness's cache on this machine (image build lock, downloaded wheels)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
+
+
+def fetch_wheel(wheel: Wheel) -> Path:
+    """The wheel's file, downloaded once from PyPI into the cache and checked against its pinned
+    hash, so that an image never holds what the pin does not name."""
+    path = cache_dir() / "wheels" / wheel.file
+    if not (path.exists() and _sha256(path) == wheel.sha256):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--dest", str(path.parent), wheel.requirement]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not path.exists():
+            raise InfraError(
+                f"downloading {wheel.requirement} from PyPI failed: "
+                f"{(done.stderr or done.stdout).strip()[-400:]}"
+            )
+    if _sha256(path) != wheel.sha256:
+        path.unlink()
+        raise InfraError(
+            f"{wheel.file} from PyPI does not have the pinned hash {wheel.sha256}: "
+            "the image is not built from a file the harness did not pin"
+        )
+    return path
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _install_wheel(path: Path, rootfs: Path) -> None:
+    """pip in the chroot installs the wheel into /usr/local, offline and without dependencies."""
+    inside = Path("/tmp") / path.name
+    shutil.copy(path, rootfs / inside.relative_to("/"))
+    cmd = ["chroot", str(rootfs), "python3", "-m", "pip", "install", "--no-deps", "--no-index",
+           "--break-system-packages", "--no-cache-dir", str(inside)]  # fmt: skip
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+    except subprocess.CalledProcessError as exc:
+        raise InfraError(
+            f"installing {path.name} in the image failed: {exc.stderr.strip()}"
+        ) from exc
+    finally:
+        (rootfs / inside.relative_to("/")).unlink(missing_ok=True)
 
 
 def _remove(path: Path) -> None:

@@ -1,15 +1,14 @@
 """Cluster kind `patroni`: `--members N` Postgres 15 nodes n1…nN (3 by default), each run by
-Patroni (Debian's 3.0.2), and an etcd ensemble of three (Debian's 3.4) on nodes of their own
-after them, as most users run Postgres for high availability. Patroni keeps the leader key in
-etcd, promotes a replica when the key expires, rewinds a deposed primary, and with
-`--patroni-sync on` keeps a synchronous standby (`synchronous_mode` and
-`synchronous_mode_strict`: no commit is acknowledged without one).
+Patroni, and an etcd ensemble of three (Debian's 3.4) on nodes of their own after them, as most
+users run Postgres for high availability. Patroni keeps the leader key in etcd, promotes a
+replica when the key expires, rewinds a deposed primary, and with `--patroni-sync on` or
+`quorum` keeps synchronous standbys (`synchronous_mode` and `synchronous_mode_strict`: no commit
+is acknowledged without one; with quorum, any of them may be promoted).
 
-The configuration follows the Patroni project's own Jepsen test where Debian's version allows:
-`failsafe_mode`, `check_timeline`, `use_pg_rewind`, replication slots, the watchdog off (there
-is none in a container). Its `synchronous_mode: quorum` needs Patroni 4, which Debian does not
-ship; 3.0.2 would read it as off, so `--patroni-sync quorum` is refused rather than run as
-something it is not.
+Patroni is 4.1 from PyPI on Debian's packages of its dependencies: Debian's 3.0.2 has no
+`synchronous_mode: quorum`, the mode the Patroni project's own Jepsen test runs, and would read it
+as off without a word. The configuration follows that test: `failsafe_mode`, `check_timeline`,
+`use_pg_rewind`, replication slots, the watchdog off (there is none in a container).
 
 The harness sees the cluster as an operator does: each member's REST API (Patroni's role and
 state), each member's Postgres (recovery, timeline, WAL positions, as for `streaming`) and the
@@ -60,6 +59,7 @@ ETCD_DATA = f"{STATE_DIR}/etcd"
 # and not Patroni's (whose loop the clock fault is not meant to test through libfaketime).
 BIN_DIR = f"{STATE_DIR}/bin"
 SYNC_CHOICES = ("off", "on", "quorum")
+PATRONI = "/usr/local/bin/patroni"  # the wheel's, installed by pip in the image
 DEFAULT_TTL = 30  # Patroni's: the leader key lives this long without its holder renewing it
 ASK_TIMEOUT = 2.0  # seconds the harness waits for one REST or etcd answer
 SWITCHOVER_WAIT_S = 60  # Patroni answers a switchover once it is done (or failed)
@@ -68,7 +68,7 @@ DEPLOY_WAIT_S = 180  # Patroni bootstraps the first member with initdb, the rest
 
 def loop_of(ttl: int) -> tuple[int, int]:
     """loop_wait and retry_timeout for a TTL, in Patroni's default proportions (30: 10, 10),
-    so that loop_wait + 2 * retry_timeout <= ttl, which 3.0.2 needs but does not check."""
+    so that loop_wait + 2 * retry_timeout <= ttl, which Patroni needs and does not enforce."""
     part = max(1, ttl // 3)
     return part, part
 
@@ -89,8 +89,8 @@ def patroni_config(member: str, etcd: list[str], sync: str, ttl: int) -> str:
                 "loop_wait": loop_wait,
                 "retry_timeout": retry_timeout,
                 "maximum_lag_on_failover": 1 << 20,
-                "synchronous_mode": sync == "on",
-                "synchronous_mode_strict": sync == "on",
+                "synchronous_mode": "quorum" if sync == "quorum" else sync == "on",
+                "synchronous_mode_strict": sync != "off",
                 "check_timeline": True,
                 "failsafe_mode": True,
                 "postgresql": {
@@ -152,7 +152,7 @@ def etcd_command(me: str, etcd: list[str]) -> str:
 class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
     name = "patroni"
     about = (
-        "Postgres under Patroni 3.0.2 with an etcd ensemble, as most users run it; its nodes' "
+        "Postgres under Patroni 4.1 with an etcd ensemble, as most users run it; its nodes' "
         "image is built on first use"
     )
     coordinated = True
@@ -169,17 +169,13 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
             "patroni_sync",
             str,
             "off (default, Patroni's: replicas stream asynchronously; a failover may lose "
-            "acknowledged commits, up to maximum_lag_on_failover) or on (synchronous_mode and "
+            "acknowledged commits, up to maximum_lag_on_failover), on (synchronous_mode and "
             "synchronous_mode_strict: a commit waits for the synchronous standby, the only "
-            "replica that may be promoted). quorum needs Patroni 4, not in Debian: refused.",
+            "replica that may be promoted) or quorum (synchronous_mode: quorum, strict: a commit "
+            "waits for any one replica, ANY 1 (…); a replica is promoted only with a quorum of "
+            "the members' say, as the Patroni project's Jepsen test runs it).",
             default=SYNC_CHOICES[0],
             choices=SYNC_CHOICES,
-            check=lambda mode: (
-                "quorum needs Patroni 4 (synchronous_mode: quorum); Debian's 3.0.2 would run "
-                "it as off: use --patroni-sync on"
-                if mode == "quorum"
-                else None
-            ),
         ),
         KindOption(
             "ttl",
@@ -244,8 +240,8 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
             ),
             DEPLOY_WAIT_S,
         )
-        if self.options["patroni_sync"] == "on":
-            # strict mode lets any standby acknowledge ('*') until Patroni names one
+        if self.options["patroni_sync"] != "off":
+            # strict mode blocks every commit until Patroni names a synchronous standby
             wait_until("Patroni naming a synchronous standby", self.sync_standby, 60)
         pg.ensure_database(first)
 
@@ -280,7 +276,7 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
             f'FAKETIME_NO_CACHE=1 {pg.PG_BIN}/postgres "$@"\n'
         )
         node.put_file(f"{BIN_DIR}/postgres", wrapper.encode(), mode=0o755)
-        cmd = f"runuser -u postgres -- patroni {CONFIG}"
+        cmd = f"runuser -u postgres -- {PATRONI} {CONFIG}"
         start_once(node, f"[p]atroni {CONFIG}", cmd, f"{pg.LOG_DIR}/patroni.log")
 
     lone_kills = ("postgres", "patroni")
@@ -355,9 +351,10 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
         return self._key("leader")
 
     def sync_standby(self) -> str | None:
-        """The replica Patroni's sync key names (a switchover in synchronous mode goes to it)."""
-        with contextlib.suppress(ValueError, TypeError):
-            return json.loads(self._key("sync") or "{}").get("sync_standby")
+        """The replicas Patroni's sync key names, comma-separated (a switchover in synchronous
+        mode goes to one of them); None while it names none."""
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            return json.loads(self._key("sync") or "{}").get("sync_standby") or None
         return None
 
     def _etcd_healthy(self) -> bool:

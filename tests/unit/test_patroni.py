@@ -39,8 +39,9 @@ def test_the_kind_is_registered_with_its_options_checked() -> None:
     assert options == {"members": 3, "patroni_sync": "off", "ttl": 30, "read_from": "primary"}
     assert kind.nodes_needed(options) == 6  # three etcd servers after the members
     assert kind.coordinated  # the coordinator faults reach etcd
-    with pytest.raises(BadInput, match="quorum needs Patroni 4"):
-        kind.checked_options({"patroni_sync": "quorum"})
+    assert kind.checked_options({"patroni_sync": "quorum"})["patroni_sync"] == "quorum"
+    with pytest.raises(BadInput, match="patroni-sync"):
+        kind.checked_options({"patroni_sync": "always"})
     with pytest.raises(BadInput, match="--members must be at least 2"):
         kind.checked_options({"members": 1})
     with pytest.raises(BadInput, match="serializable"):
@@ -49,11 +50,15 @@ def test_the_kind_is_registered_with_its_options_checked() -> None:
         )
 
 
-def test_sync_on_is_patronis_strict_synchronous_mode() -> None:
-    for sync, strict in (("off", False), ("on", True)):
+def test_sync_on_and_quorum_are_patronis_strict_synchronous_modes() -> None:
+    for sync, mode, strict in (
+        ("off", False, False),
+        ("on", True, True),
+        ("quorum", "quorum", True),
+    ):
         config = json.loads(patroni_config("n2", ["n4", "n5", "n6"], sync, 30))
         dcs = config["bootstrap"]["dcs"]
-        assert dcs["synchronous_mode"] is strict and dcs["synchronous_mode_strict"] is strict
+        assert dcs["synchronous_mode"] == mode and dcs["synchronous_mode_strict"] is strict
         assert dcs["failsafe_mode"] and dcs["check_timeline"]
         assert dcs["postgresql"]["use_pg_rewind"] and dcs["postgresql"]["use_slots"]
         assert config["etcd3"]["hosts"] == ["n4:2379", "n5:2379", "n6:2379"]
@@ -62,7 +67,7 @@ def test_sync_on_is_patronis_strict_synchronous_mode() -> None:
 
 
 def test_the_loop_keeps_patronis_rule_for_any_ttl() -> None:
-    """loop_wait + 2 * retry_timeout <= ttl: 3.0.2 needs it and does not check it."""
+    """loop_wait + 2 * retry_timeout <= ttl: Patroni needs it and does not enforce it."""
     assert loop_of(30) == (10, 10)
     for ttl in range(3, 120):
         loop_wait, retry = loop_of(ttl)
