@@ -5,24 +5,27 @@ The runner uses only `validate`, `build` and `heal_nodes`; `harness cluster down
 
 Packages (`--nemesis a,b,…`): `none`; `partition` (a random shape each time) and one package per
 shape, `partition-majority`, `partition-ring` (majorities ring), `partition-primary`,
-`partition-one`, `partition-halves`, `partition-bridge`; `partition-seed003` (seed 003's history:
-partitions that move as the safekeeper cluster elects, so that a term's records reach only some
-of its voters; two computes and three safekeepers or more); `kill`, `pause`, `clock`, `packet` on
-random targets (one, minority, majority, all or primaries), `kill-primary`, `pause-primary`;
-`composite`, a partition (the leader's, half the time) with a kill or a pause of random targets
-inside it; `aimed`, faults that bring about a moment of the protocol the cluster kind declares (a
-term won, a takeover, a catch-up, …) and strike one of its roles when it comes (nemesis.aimed);
-and `all`, every fault kind the cluster's node count allows, the partition, kill and pause of
-the leader as packages of their own, `composite` and `aimed`. On a kind with a
-coordination service (ZooKeeper for `manatee`, etcd for `patroni`): `partition-dcs` (the
-primary cut off from the coordinators only: its session or its leader key expires while clients
-still reach it), `kill-dcs` and `pause-dcs` (every coordinator at once); their older names
-`partition-zookeeper`, `kill-zookeeper` and `pause-zookeeper` mean the same. On a kind an
-operator fails over (`streaming`): `promote`, the primary fenced (stopped, or cut off from the
-other nodes) and the standby that received the most WAL promoted, the deposed primary rewound
-into a standby at the fault's end (nemesis.promote). On a kind whose manager switches over on
-request (`patroni`): `switchover` (nemesis.switchover). `all` has each where it applies. See
-`nemesis.schedule` for the schedule and the history events.
+`partition-one`, `partition-halves`, `partition-bridge`; `partition-seed003` (seed 003's
+history: partitions that move as the safekeeper cluster elects, so that a term's records reach
+only some of its voters; two computes and three safekeepers or more); `kill`, `pause`, `clock`,
+`packet` on random targets (one, minority, majority, all or primaries), `kill-primary`,
+`pause-primary`; `composite`, a partition (the leader's, half the time) with a kill or a pause
+of random targets inside it; `partition-replication`, the leader cut off from the other members
+only (it keeps its clients and its coordinators, its replicas fall behind), and
+`replication-kill`, the leader killed inside that partition (neither is in `all`); `aimed`,
+faults that bring about a moment of the protocol the cluster kind declares (a term won, a
+takeover, a catch-up, …) and strike one of its roles when it comes (nemesis.aimed); and `all`,
+every fault kind the cluster's node count allows, the partition, kill and pause of the leader as
+packages of their own, `composite` and `aimed`. On a kind with a coordination service (ZooKeeper
+for `manatee`, etcd for `patroni`): `partition-dcs` (the primary cut off from the coordinators
+only: its session or its leader key expires while clients still reach it), `kill-dcs` and
+`pause-dcs` (every coordinator at once); their older names `partition-zookeeper`,
+`kill-zookeeper` and `pause-zookeeper` mean the same. On a kind an operator fails over
+(`streaming`): `promote`, the primary fenced (stopped, or cut off from the other nodes) and the
+standby that received the most WAL promoted, the deposed primary rewound into a standby at the
+fault's end (nemesis.promote). On a kind whose manager switches over on request (`patroni`):
+`switchover` (nemesis.switchover). `all` has each where it applies. See `nemesis.schedule` for
+the schedule and the history events.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from nemesis.fault import Fault, on_nodes
 from nemesis.grudges import MIN_NODES_PRIMARIES, SHAPES
 from nemesis.kill import Kill, KillProcess
 from nemesis.packet import Packet
-from nemesis.partition import PRIMARY_COORDINATORS, Partition
+from nemesis.partition import PRIMARY_COORDINATORS, REPLICATION, Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.processes import continue_stopped
@@ -85,6 +88,13 @@ def _composite(nodes: list[str], rng: random.Random) -> Nested:
     return Nested(outer, inner)
 
 
+def _replication_kill(nodes: list[str], rng: random.Random) -> Nested:
+    """The leader cut off from its replicas, then killed inside that partition: whatever it
+    acknowledged meanwhile is on no replica when one is promoted (asynchronous replication's
+    loss in a failover; a synchronous cluster must instead stop acknowledging)."""
+    return Nested(_partition(REPLICATION)(nodes, rng), _targeted(Kill, "primaries")(nodes, rng))
+
+
 PACKAGES: dict[str, Package] = {
     p.name: p
     for p in (
@@ -104,6 +114,8 @@ PACKAGES: dict[str, Package] = {
         Package("packet", 1, _targeted(Packet)),
         Package("power", 1, _targeted(Power)),
         Package("composite", MIN_NODES_PRIMARIES, _composite),
+        Package("partition-replication", MIN_NODES_PRIMARIES, _partition(REPLICATION)),
+        Package("replication-kill", MIN_NODES_PRIMARIES, _replication_kill),
         Package("aimed", AIMED_NODES, Aimed.planned, reads_kind=True),
         Package("partition-dcs", 2, _partition(PRIMARY_COORDINATORS), True),
         Package("kill-dcs", 1, _targeted(Kill, COORDINATORS), True),

@@ -19,7 +19,8 @@ from nemesis.grudges import Grudge
 
 CHAIN = "HARNESS-PARTITION"
 PRIMARY_COORDINATORS = "primary-coordinators"
-LATE_SHAPES = ("primaries", PRIMARY_COORDINATORS)  # grudges drawn when the fault starts
+REPLICATION = "replication"  # the leader cut off from the nodes that replicate it, nothing else
+LATE_SHAPES = ("primaries", PRIMARY_COORDINATORS, REPLICATION)  # drawn when the fault starts
 HOOKS = ["INPUT", "OUTPUT"]
 
 
@@ -28,7 +29,9 @@ class Partition(Fault):
 
     def __init__(self, shape: str, grudge: Grudge | None) -> None:
         """`grudge` None means a shape known only at the start: `primaries` (the leader
-        isolated) or `primary-coordinators` (the leader cut off from the coordinators only)."""
+        isolated), `primary-coordinators` (the leader cut off from the coordinators only) or
+        `replication` (the leader cut off from the other members only: it keeps its
+        coordinators and its clients while its replicas fall behind)."""
         self.shape = shape
         self.grudge = grudge
 
@@ -47,16 +50,25 @@ class Partition(Fault):
         nodes = cluster.nodes
         grudge = self.grudge
         names = [n.name for n in nodes]
-        if grudge is None and self.shape == PRIMARY_COORDINATORS:
-            grudge = grudges.cut_off(names, cluster.leader(), cluster.coordinators())
-        elif grudge is None:
-            grudge = grudges.primaries(names, cluster.leader())
+        if grudge is None:
+            grudge = late_grudge(self.shape, names, cluster.leader(), cluster.coordinators())
         on_nodes(nodes, lambda node: apply(node, grudge))
         return self.plan() | {"grudge": grudges.as_json(grudge), "mechanism": "iptables"}
 
     def stop(self, cluster: ClusterKind) -> dict[str, Any]:
         healed = on_nodes(cluster.nodes, heal)
         return self.plan() | {"healed": [name for name, had in healed.items() if had]}
+
+
+def late_grudge(
+    shape: str, names: list[str], leader: str | None, coordinators: list[str]
+) -> Grudge:
+    """The grudge of a shape drawn when the fault starts, from who leads then."""
+    if shape == PRIMARY_COORDINATORS:
+        return grudges.cut_off(names, leader, coordinators)
+    if shape == REPLICATION:
+        return grudges.cut_off(names, leader, [n for n in names if n not in coordinators])
+    return grudges.primaries(names, leader)
 
 
 def rules(node: str, grudge: Grudge) -> list[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""The `patroni` kind on real nodes: Debian's Patroni 3.0.2 on three Postgres 15 members with a
+"""The `patroni` kind on real nodes: Patroni 4 on three Postgres 15 members with a
 synchronous standby, and three etcd servers. Its poll against what Postgres and etcd say, and
 its faults by their effects: a switchover moves the leader key and the writes; the primary cut
 off from etcd alone is still reached by its clients and its replicas; a killed primary is
@@ -6,6 +6,7 @@ replaced once its key expires, and rejoins as a replica when it is started again
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -18,7 +19,7 @@ from clusters.kinds.patroni import ETCD_PORT, PatroniCluster
 from core.polls import COORDINATION, LeaderKeyPoll, PatroniPoll
 from nemesis.aimed import Aimed
 from nemesis.kill import Kill, KillProcess
-from nemesis.partition import PRIMARY_COORDINATORS, Partition
+from nemesis.partition import PRIMARY_COORDINATORS, REPLICATION, Partition
 from nemesis.switchover import Switchover
 from tests.integration.conftest import eventually
 from tests.integration.test_aimed import reaches, running
@@ -104,6 +105,31 @@ def test_the_primary_cut_off_from_etcd_alone_is_still_reached(patroni: PatroniCl
     finally:
         fault.stop(patroni)
     assert all(reaches(patroni, leader, e, ETCD_PORT) for e in patroni.coordinators())
+
+
+def test_the_primary_cut_off_from_its_replicas_keeps_its_key_and_its_clients(
+    patroni: PatroniCluster,
+) -> None:
+    """`partition-replication`: the replicas lose their upstream, and nothing else changes for
+    the primary: it still renews its key in etcd past the TTL and its clients still reach it
+    (so an asynchronous primary goes on acknowledging what no replica holds)."""
+    leader = eventually(lambda: settled(patroni), "one leader", SETTLES_WITHIN)
+    replicas = [n.name for n in patroni.members() if n.name != leader]
+    fault = Partition(REPLICATION, None)
+    try:
+        fault.start(patroni)
+        for replica in replicas:
+            assert not reaches(patroni, replica, leader, pg.PORT)
+        assert all(reaches(patroni, leader, e, ETCD_PORT) for e in patroni.coordinators())
+        host, port = next(n for n in patroni.members() if n.name == leader).endpoint(pg.PORT)
+        with psycopg.connect(host=host, port=port, user=pg.USER, dbname="postgres",
+                             connect_timeout=5) as conn:  # fmt: skip
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        time.sleep(TTL * 1.5)
+        assert patroni.leader_key() == leader
+    finally:
+        fault.stop(patroni)
+    assert all(reaches(patroni, r, leader, pg.PORT) for r in replicas)
 
 
 def test_a_killed_primary_is_replaced_and_rejoins_as_a_replica(patroni: PatroniCluster) -> None:

@@ -19,10 +19,12 @@ from clusters.kinds.base import ClusterKind, KindOption
 from core.endpoint import Endpoint
 from core.errors import BadInput, InfraError
 from core.history import HistoryWriter
+from nemesis import grudges
 from nemesis.base import NoNemesis
 from nemesis.clock import Clock, offset
 from nemesis.fault import Fault
 from nemesis.packet import BEHAVIORS, Packet, netem_args
+from nemesis.partition import REPLICATION, late_grudge
 from nemesis.schedule import Nested, Package, ScheduledNemesis, plan
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
@@ -178,6 +180,23 @@ def test_composite_puts_a_kill_or_a_pause_inside_a_partition() -> None:
     others = [p.name for p in nemesis.packages(["partition-majority", "kill"], 5)]
     assert all(s.inner is None for s in islice(plan(
         [nemesis.PACKAGES[n] for n in others], NODES, 0, 10.0), 200))  # fmt: skip
+
+
+def test_replication_kill_kills_the_leader_inside_its_cut_from_the_replicas() -> None:
+    steps = list(islice(plan([nemesis.PACKAGES["replication-kill"]], NODES, 0, 60.0), 200))
+    for s in steps:
+        assert s.fault.plan() == {"fault": "partition", "shape": "replication", "grudge": None}
+        assert s.inner is not None and s.inner.fault.plan()["target"] == "primaries"
+        assert s.inner.fault.plan()["fault"] == "kill"
+    assert "replication-kill" not in [p.name for p in nemesis.packages(["all"], 6)]
+    # n1 leads; n4…n6 are the coordinators: n1 and its replicas n2, n3 lose each other, and
+    # nothing else (the leader keeps its key and its clients)
+    names = ["n1", "n2", "n3", "n4", "n5", "n6"]
+    grudge = late_grudge(REPLICATION, names, "n1", ["n4", "n5", "n6"])
+    assert grudges.as_json(grudge) == {
+        "n1": ["n2", "n3"], "n2": ["n1"], "n3": ["n1"], "n4": [], "n5": [], "n6": [],
+    }  # fmt: skip
+    assert grudges.as_json(late_grudge(REPLICATION, names, None, ["n4"]))["n1"] == []
 
 
 def test_faults_on_the_coordination_service_need_a_kind_that_has_one() -> None:
