@@ -485,7 +485,10 @@ def cluster_up(kind: str, name: str, **opts: Any) -> None:
 
 
 @cluster.command("status")
-@click.option("--cluster", "kind", default="safekeeper", show_default=True, help="Cluster kind.")
+@click.option(
+    "--cluster", "kind", default=None, help="Cluster kind (default: the kind the cluster was "
+    "brought up as, which its first node records)."
+)  # fmt: skip
 @kind_options
 @backend_options
 @click.option("--name", default="manual", show_default=True, help="Cluster name.")
@@ -493,15 +496,22 @@ def cluster_up(kind: str, name: str, **opts: Any) -> None:
     "--json", "as_json", is_flag=True, help="Print the whole status as JSON (the table shortens "
     "long lists such as a term history to their last entries)."
 )  # fmt: skip
-def cluster_status(kind: str, name: str, as_json: bool, **opts: Any) -> None:
-    """Show who leads and each node's state."""
+def cluster_status(kind: str | None, name: str, as_json: bool, **opts: Any) -> None:
+    """Show who leads and each node's state. The cluster's kind and options are those it was
+    brought up with (by `harness run --keep-cluster` or `harness cluster up`); options given
+    here override them."""
+    from clusters.kinds.base import ClusterKind
     from clusters.registry import cluster_kind, make_backend
 
     backend, settings = backend_settings(opts)
     b = make_backend(backend, **settings)
     if name not in b.clusters():
         raise BadInput(f"no cluster named {name!r} is up; `harness cluster up --name {name}`")
-    status = cluster_kind(kind)(b, name, kind_settings(kind, opts)).status()
+    declared = ClusterKind.declared(b.nodes(name))
+    said_kind, said_options = declared or (None, {})
+    kind = kind or said_kind or "safekeeper"
+    options = said_options if kind == said_kind else {}
+    status = cluster_kind(kind)(b, name, options | kind_settings(kind, opts)).status()
     if as_json:
         click.echo(json.dumps(status, indent=2, default=str))
         return

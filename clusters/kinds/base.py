@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # the image module opens the engine's library: only the type 
     from clusters.image import ImageSpec
 
 CLUSTER_STATUS = "cluster-status.json"  # the status a run leaves in its node folder
+# What a cluster is, on its first node: its kind and options, so that `harness cluster status`
+# can read a cluster it did not start without being told again how it was made.
+DECLARATION = "/var/lib/harness/cluster.json"
 
 
 @dataclass(frozen=True)
@@ -227,11 +230,29 @@ class ClusterKind(ABC):
         count = self.node_count()
         say(f"starting {count} nodes on {self.backend.name}: {parts}")
         nodes = self.backend.up(self.cluster, count, ports, image)
+        said = {"kind": self.name, "options": dict(self.options)}
+        nodes[0].put_file(DECLARATION, json.dumps(said, sort_keys=True).encode())
         for node in nodes:
             for item in self.installed:
                 for path in sorted(item.source.glob(item.pattern)):
                     node.put_file(f"{item.dest}/{path.name}", path.read_bytes())
         return nodes
+
+    @staticmethod
+    def declared(nodes: list[Node]) -> tuple[str, dict[str, Any]] | None:
+        """The kind and options a cluster's nodes were brought up with; None for a cluster
+        whose first node does not say (one made before nodes said it)."""
+        first = next((n for n in nodes if n.name == "n1"), None)
+        if first is None:
+            return None
+        said = first.exec(f"cat {DECLARATION}", check=False)
+        try:
+            value = json.loads(said.output) if said.code == 0 else None
+        except ValueError:
+            return None
+        if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
+            return None
+        return value["kind"], dict(value.get("options") or {})
 
     @abstractmethod
     def leader(self) -> str | None:

@@ -6,6 +6,7 @@ is in flight must be `info`; a serialization failure must be `fail`.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -14,10 +15,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from clusters.backend import Backend
 from clusters.kinds.single import SingleCluster
 from core.endpoint import Endpoint
+from harness.cli import cli
 from workloads import build
 from workloads.base import Workload, WorkloadOptions
 from workloads.postgres import PostgresClient
@@ -53,6 +56,17 @@ def test_status_and_leader(single: SingleCluster) -> None:
     status = single.status()
     assert status["leader"] == "n1"
     assert status["nodes"]["n1"]["postgres"] == "up"
+
+
+def test_cluster_status_knows_the_kind_the_cluster_was_brought_up_as(
+    single: SingleCluster, module_cluster_name: str
+) -> None:
+    """`harness cluster status --name X` with no --cluster: the first node says the kind (here
+    `single`, where the command's default kind is `safekeeper`), and its options."""
+    shown = CliRunner().invoke(cli, ["cluster", "status", "--name", module_cluster_name, "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["kind"] == "single"
+    assert SingleCluster.declared(single.nodes) == ("single", {})
 
 
 def test_bank_transfers_keep_the_total(endpoint: Endpoint) -> None:
