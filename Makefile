@@ -11,9 +11,9 @@ DEBS := debootstrap iproute2 openjdk-17-jre-headless fuse3
 BENCH_DEBS := postgresql-15
 TEST_DEBS := chromium zookeeper postgresql-15  # Chromium for tests/browser; ZooKeeper and Postgres for the Manatee sitters
 
-.PHONY: setup python debs test-debs image spark-archive powerfs run test lint bench clean-clusters
+.PHONY: setup python debs test-debs image spark-archive powerfs toxiproxy run test lint bench clean-clusters
 
-setup: python debs image spark-archive powerfs
+setup: python debs image spark-archive powerfs toxiproxy
 
 python: $(STAMP)
 
@@ -41,6 +41,10 @@ image: python debs
 # The power layer under the nodes' state (clusters/power.py): a FUSE filesystem, built by cargo.
 powerfs:
 	cd clusters/powerfs && cargo build --release --quiet
+
+# The connection faults' proxy (clusters/toxiproxy_server.py): Toxiproxy's API over noxious.
+toxiproxy:
+	cd clusters/toxiproxy && cargo build --release --quiet
 
 # Spark's classes dumped once (about a minute), mapped by every later JVM: it starts in half the time.
 spark-archive: python debs

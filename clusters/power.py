@@ -17,11 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from clusters import crates
 from core.errors import InfraError
 
 POWER_DIR = Path("/var/lib/harness-power")
-CRATE = Path(__file__).parent / "powerfs"
-BINARY = CRATE / "target" / "release" / "powerfs"
 NODE_DIR = "/var/lib/harness"  # where every cluster kind keeps a node's state
 MOUNT_TIMEOUT = 10.0
 
@@ -44,13 +43,7 @@ def layer(cluster: str, node: str) -> Layer:
 
 def ensure_binary() -> Path:
     """powerfs, built from its crate when missing (`make setup` builds it; cargo is needed)."""
-    if not BINARY.exists():
-        build = subprocess.run(
-            ["cargo", "build", "--release", "--quiet"], cwd=CRATE, capture_output=True, text=True
-        )
-        if build.returncode != 0:
-            raise InfraError(f"building powerfs failed: {build.stderr.strip()[-500:]}")
-    return BINARY
+    return crates.ensure_built("powerfs")
 
 
 def mounted(path: Path) -> bool:

@@ -1,0 +1,86 @@
+"""The connection-fault proxy: `harness-toxiproxy` (the crate `clusters/toxiproxy`, Toxiproxy's
+HTTP API over the `noxious` library), started as a process and driven through
+`toxiproxy-python`, as a user of Toxiproxy would drive Toxiproxy itself.
+
+Toxiproxy's toxics, as this server has them (noxious's): latency (ms, jitter ms), bandwidth
+(KB/s), slow_close (delay ms), timeout (ms; 0 holds the data for ever), slicer (average_size,
+size_variation, delay µs), limit_data (bytes), on the upstream (client to server) or downstream
+stream. `reset_peer` is not among them: noxious 1.0.4 has no such toxic, and the server
+refuses it with 400, naming the toxics it has.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+from toxiproxy import Toxiproxy
+
+from clusters import crates
+from core.errors import InfraError
+
+CRATE = "toxiproxy"
+NAME = "harness-toxiproxy"
+READY_TIMEOUT = 10.0
+
+
+def ensure_binary() -> Path:
+    """The server's binary, built from its crate when missing (`make setup` builds it)."""
+    return crates.ensure_built(CRATE, NAME)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def client(host: str, port: int) -> Toxiproxy:
+    """A toxiproxy-python client of the server at host:port. toxiproxy-python keeps one server
+    address for the whole process (a class attribute): this points it at this server."""
+    server = Toxiproxy()
+    server.update_api_consumer(host, port)
+    return server
+
+
+@contextmanager
+def local_server(log: Path, host: str = "127.0.0.1") -> Iterator[Toxiproxy]:
+    """A server on this machine for the block's length, its output in `log`; stopped (and its
+    proxies with it) when the block ends, however it ends."""
+    port = free_port(host)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [str(ensure_binary()), "--host", host, "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        wait_ready(host, port, proc)
+        yield client(host, port)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_ready(host: str, port: int, proc: subprocess.Popen[bytes]) -> None:
+    """Until the API answers; InfraError if the server exits or stays silent."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise InfraError(f"{NAME} exited with {proc.returncode} before it answered")
+        try:
+            if requests.get(f"http://{host}:{port}/version", timeout=1).ok:
+                return
+        except requests.RequestException:
+            time.sleep(0.05)
+    raise InfraError(f"{NAME} on {host}:{port} did not answer within {READY_TIMEOUT:g} s")

@@ -1,0 +1,135 @@
+"""harness-toxiproxy on loopback, driven through toxiproxy-python as Toxiproxy would be, and
+judged by its effect on real TCP connections to a real server behind it: a latency toxic delays a
+round trip by at least its latency, limit_data cuts a connection after its bytes, a disabled
+proxy refuses connections, and removing the toxics (or a reset) restores full speed."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from toxiproxy import Toxiproxy
+from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
+
+from clusters.toxiproxy_server import free_port, local_server
+
+LATENCY_MS = 400
+BLOB = 64 * 1024  # bytes the source sends on each connection
+
+
+class Echo(socketserver.BaseRequestHandler):
+    """Echoes every byte; on `blob` sends BLOB bytes and closes."""
+
+    def handle(self) -> None:
+        while data := self.request.recv(65536):
+            if data == b"blob":
+                self.request.sendall(b"x" * BLOB)
+                return
+            self.request.sendall(data)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def toxiproxy(tmp_path: Path) -> Iterator[Toxiproxy]:
+    with local_server(tmp_path / "toxiproxy.log") as server:
+        yield server
+
+
+def round_trip(listen: str) -> float:
+    """Seconds for one small message to come back through the proxy."""
+    host, port = listen.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        began = time.monotonic()
+        conn.sendall(b"ping")
+        assert conn.recv(16) == b"ping"
+        return time.monotonic() - began
+
+
+def received(listen: str) -> int:
+    """Bytes the source's blob delivers through the proxy before the connection ends."""
+    host, port = listen.rsplit(":", 1)
+    total = 0
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(b"blob")
+        while chunk := conn.recv(65536):
+            total += len(chunk)
+    return total
+
+
+def test_a_latency_toxic_delays_a_round_trip_and_removing_it_restores_speed(
+    toxiproxy: Toxiproxy, upstream: str
+) -> None:
+    proxy = toxiproxy.create(upstream=upstream, name="echo", listen=f"127.0.0.1:{free_port()}")
+    assert round_trip(proxy.listen) < LATENCY_MS / 1000
+    proxy.add_toxic(type="latency", attributes={"latency": LATENCY_MS, "jitter": 0})
+    assert set(proxy.toxics()) == {"latency_downstream"}
+    assert round_trip(proxy.listen) >= LATENCY_MS / 1000
+    proxy.destroy_toxic("latency_downstream")
+    assert round_trip(proxy.listen) < LATENCY_MS / 1000
+    # upstream too, and a reset removes it
+    proxy.add_toxic(type="latency", stream="upstream", attributes={"latency": LATENCY_MS})
+    assert round_trip(proxy.listen) >= LATENCY_MS / 1000
+    toxiproxy.reset()
+    assert proxy.toxics() == {}
+    assert round_trip(proxy.listen) < LATENCY_MS / 1000
+
+
+def test_limit_data_cuts_the_connection_after_its_bytes(
+    toxiproxy: Toxiproxy, upstream: str
+) -> None:
+    proxy = toxiproxy.create(upstream=upstream, name="blob", listen=f"127.0.0.1:{free_port()}")
+    assert received(proxy.listen) == BLOB
+    proxy.add_toxic(type="limit_data", attributes={"bytes": 1000})
+    assert received(proxy.listen) == 1000
+    proxy.destroy_toxic("limit_data_downstream")
+    assert received(proxy.listen) == BLOB
+
+
+def test_a_disabled_proxy_refuses_connections_until_enabled(
+    toxiproxy: Toxiproxy, upstream: str
+) -> None:
+    listen = f"127.0.0.1:{free_port()}"
+    proxy = toxiproxy.create(upstream=upstream, name="door", listen=listen)
+    with proxy.down():
+        assert toxiproxy.get_proxy("door").enabled is False
+        with pytest.raises(ConnectionRefusedError):
+            round_trip(listen)
+    assert toxiproxy.get_proxy("door").enabled is True
+    assert round_trip(listen) < 1.0
+
+
+def test_the_api_answers_as_toxiproxy_does(toxiproxy: Toxiproxy, upstream: str) -> None:
+    """Toxiproxy's status codes, which toxiproxy-python turns into its exceptions, and a toxic
+    noxious lacks refused in one sentence that names those it has."""
+    listen = f"127.0.0.1:{free_port()}"
+    proxy = toxiproxy.create(upstream=upstream, name="api", listen=listen)
+    assert set(toxiproxy.proxies()) == {"api"} and toxiproxy.get_proxy("api").listen == listen
+    with pytest.raises(ProxyExists):
+        toxiproxy.create(upstream=upstream, name="api", listen=f"127.0.0.1:{free_port()}")
+    with pytest.raises(InvalidToxic, match=r"reset_peer.*latency, bandwidth"):
+        proxy.add_toxic(type="reset_peer", attributes={"timeout": 0})
+    with pytest.raises(InvalidToxic, match="toxicity"):
+        proxy.add_toxic(type="latency", toxicity=2.0, attributes={"latency": 1})
+    proxy.add_toxic(type="bandwidth", name="slow", toxicity=0.5, attributes={"rate": 10})
+    toxic = proxy.get_toxic("slow")
+    assert (toxic.type, toxic.stream, toxic.toxicity, toxic.attributes) == (
+        "bandwidth", "downstream", 0.5, {"rate": 10},
+    )  # fmt: skip
+    with pytest.raises(NotFound):
+        proxy.destroy_toxic("nothing")
+    proxy.destroy()
+    assert toxiproxy.proxies() == {}
