@@ -7,16 +7,21 @@ Toxiproxy's toxics, as this server has them (noxious's): latency (ms, jitter ms)
 size_variation, delay µs), limit_data (bytes), on the upstream (client to server) or downstream
 stream. `reset_peer` is not among them: noxious 1.0.4 has no such toxic, and the server
 refuses it with 400, naming the toxics it has.
+
+On a cluster, one server runs on each node (its API on API_PORT) and a proxy of each port a
+client reaches listens on `proxy_port(port)` of the same node; nemesis.toxic puts them there.
 """
 
 from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import requests
 from toxiproxy import Toxiproxy
@@ -27,6 +32,22 @@ from core.errors import InfraError
 CRATE = "toxiproxy"
 NAME = "harness-toxiproxy"
 READY_TIMEOUT = 10.0
+API_PORT = 8474  # Toxiproxy's
+PROXY_OFFSET = 20000  # a node's proxy of its port P listens on P + this
+NODE_BINARY = f"/var/lib/harness/bin/{NAME}"
+NODE_LOG = "/var/log/harness/toxiproxy.log"
+# toxiproxy-python keeps one server address for the whole process: one server at a time
+_CONSUMER = threading.Lock()
+T = TypeVar("T")
+
+
+def proxy_port(port: int) -> int:
+    return port + PROXY_OFFSET
+
+
+def published(ports: list[int]) -> list[int]:
+    """The ports a node publishes so that a proxy can stand in front of any of `ports`."""
+    return [*ports, API_PORT, *(proxy_port(p) for p in ports)]
 
 
 def ensure_binary() -> Path:
@@ -46,6 +67,13 @@ def client(host: str, port: int) -> Toxiproxy:
     server = Toxiproxy()
     server.update_api_consumer(host, port)
     return server
+
+
+def on_server(host: str, port: int, action: Callable[[Toxiproxy], T]) -> T:
+    """`action` with a client of the server at host:port, while no other thread points
+    toxiproxy-python elsewhere."""
+    with _CONSUMER:
+        return action(client(host, port))
 
 
 @contextmanager
@@ -72,11 +100,11 @@ def local_server(log: Path, host: str = "127.0.0.1") -> Iterator[Toxiproxy]:
             proc.wait()
 
 
-def wait_ready(host: str, port: int, proc: subprocess.Popen[bytes]) -> None:
+def wait_ready(host: str, port: int, proc: subprocess.Popen[bytes] | None = None) -> None:
     """Until the API answers; InfraError if the server exits or stays silent."""
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise InfraError(f"{NAME} exited with {proc.returncode} before it answered")
         try:
             if requests.get(f"http://{host}:{port}/version", timeout=1).ok:

@@ -198,7 +198,7 @@ class Runner:
         """Clients and faults for the run's time, the heal, the settle and the final reads, with
         the history open and the cluster polled; True when Ctrl-C ended it early."""
         cfg = self.cfg
-        endpoints = kind.endpoints()
+        endpoints = nemesis.interposed(cfg.nemesis, kind, kind.endpoints())
         with contextlib.ExitStack() as stack:
             history = stack.enter_context(HistoryWriter(run_dir / store.HISTORY))
             inflight = InFlight(history)

@@ -38,9 +38,10 @@ from collections.abc import Callable
 from checkers.moments import Moment
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind, OperatorFailover, PlannedSwitchover
+from core.endpoint import Endpoint
 from core.errors import BadInput
 from core.history import HistoryWriter
-from nemesis import clock, packet, partition
+from nemesis import clock, packet, partition, toxic
 from nemesis.aimed import MIN_NODES as AIMED_NODES
 from nemesis.aimed import Aimed
 from nemesis.base import Nemesis, NoNemesis
@@ -59,6 +60,7 @@ from nemesis.seed003 import MIN_NODES as SEED003_NODES
 from nemesis.seed003 import Seed003
 from nemesis.switchover import Switchover
 from nemesis.targets import COORDINATORS, TARGETS
+from nemesis.toxic import ToxicFault
 
 Make = Callable[[list[str], random.Random], Fault]
 
@@ -73,7 +75,9 @@ def _any_partition(nodes: list[str], rng: random.Random) -> Fault:
     return Partition.planned(rng.choice(shapes), nodes, rng)
 
 
-def _targeted(cls: type[Kill | Pause | Clock | Packet | Power], target: str | None = None) -> Make:
+def _targeted(
+    cls: type[Kill | Pause | Clock | Packet | Power | ToxicFault], target: str | None = None
+) -> Make:
     return lambda nodes, rng: cls.planned_for(target or rng.choice(TARGETS), nodes, rng)
 
 
@@ -122,6 +126,7 @@ PACKAGES: dict[str, Package] = {
         Package("pause-dcs", 1, _targeted(Pause, COORDINATORS), True),
         Package("promote", 2, Promote.planned, needs=OperatorFailover),
         Package("switchover", 2, Switchover.planned, needs=PlannedSwitchover),
+        Package("toxic", 1, _targeted(ToxicFault), interposes=True),
     )
 }
 ON_COORDINATORS = tuple(name for name, p in PACKAGES.items() if p.on_coordinators)
@@ -259,6 +264,15 @@ def build(
     return ScheduledNemesis(cluster, history, seed, interval, chosen)
 
 
+def interposed(names: list[str], cluster: ClusterKind, endpoints: list[Endpoint]) -> list[Endpoint]:
+    """The endpoints the clients use: through the proxies the chosen packages' faults act on,
+    put in place now, where one of them needs them (`toxic`)."""
+    names = [ALIASES.get(name, name) for name in names]
+    if any(PACKAGES[n].interposes for n in names if n in PACKAGES):
+        return toxic.interpose(cluster, endpoints)
+    return endpoints
+
+
 def heal_nodes(nodes: list[Node]) -> list[str]:
     """Undo every fault the harness can leave on these nodes, knowing nothing of what was done;
     returns what was undone ("n2: …"). A node that cannot be reached (it is down, say) is
@@ -267,7 +281,7 @@ def heal_nodes(nodes: list[Node]) -> list[str]:
 
     def heal(node: Node) -> list[str]:
         done = []
-        for step in (_heal_partition, packet.heal, clock.heal, _continue_stopped):
+        for step in (_heal_partition, packet.heal, clock.heal, toxic.heal, _continue_stopped):
             try:
                 done += step(node)
             except Exception as e:

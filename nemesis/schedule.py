@@ -67,6 +67,9 @@ class Package:
     # its faults depend on the cluster kind: `make` also takes the kind's moments and whether
     # the backend can cut power, as the keywords `moments` and `power`
     reads_kind: bool = False
+    # its faults act on proxies the run puts between the clients and the nodes before the
+    # first operation (nemesis.toxic.interpose)
+    interposes: bool = False
 
 
 @dataclass(frozen=True)

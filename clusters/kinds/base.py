@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from checkers.cluster_state import Rule
 from checkers.moments import Moment
+from clusters import toxiproxy_server
 from clusters.backend import Backend, Node
 from core.contract import Contract
 from core.endpoint import Endpoint
@@ -147,6 +148,7 @@ class ClusterKind(ABC):
         self.backend = backend
         self.cluster = cluster
         self.options = self.checked_options(options)
+        self.ports: list[int] = []  # the ports its nodes serve on, once brought up
 
     @classmethod
     def checked_options(cls, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -229,7 +231,9 @@ class ClusterKind(ABC):
         the declared files copied onto it."""
         count = self.node_count()
         say(f"starting {count} nodes on {self.backend.name}: {parts}")
-        nodes = self.backend.up(self.cluster, count, ports, image)
+        self.ports = list(ports)
+        # a connection-fault proxy can then stand in front of any of them (nemesis.toxic)
+        nodes = self.backend.up(self.cluster, count, toxiproxy_server.published(ports), image)
         said = {"kind": self.name, "options": dict(self.options)}
         nodes[0].put_file(DECLARATION, json.dumps(said, sort_keys=True).encode())
         for node in nodes:
