@@ -135,6 +135,9 @@ class Backend(ABC):
     name: str
     offers_power = False  # whether `power=True` puts the power layer under its nodes' state
     power = False  # whether `up` does (the runner asks for it when a run may lose power)
+    # whether a kind's nodes also publish the ports a connection-fault proxy stands on (the
+    # runner asks for it when a fault acts on such proxies: nemesis.toxic)
+    proxied = False
     max_nodes = 1000  # the most nodes one cluster may have on this backend
 
     def up(

@@ -141,6 +141,7 @@ class Runner:
                     f"the power fault needs the power layer, which --backend {cfg.backend} does "
                     "not offer: use --backend docker"
                 )
+        self.backend.proxied = nemesis.interposes(cfg.nemesis)
         self.stop = threading.Event()
         self.run_dir: Path | None = None  # once the run has its folder
         self.workers: list[threading.Thread] = []

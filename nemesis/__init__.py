@@ -264,13 +264,16 @@ def build(
     return ScheduledNemesis(cluster, history, seed, interval, chosen)
 
 
+def interposes(names: list[str]) -> bool:
+    """Whether one of the packages acts on proxies between the clients and the nodes (the
+    nodes must then publish the proxies' ports)."""
+    return any(PACKAGES[n].interposes for n in (ALIASES.get(n, n) for n in names) if n in PACKAGES)
+
+
 def interposed(names: list[str], cluster: ClusterKind, endpoints: list[Endpoint]) -> list[Endpoint]:
     """The endpoints the clients use: through the proxies the chosen packages' faults act on,
     put in place now, where one of them needs them (`toxic`)."""
-    names = [ALIASES.get(name, name) for name in names]
-    if any(PACKAGES[n].interposes for n in names if n in PACKAGES):
-        return toxic.interpose(cluster, endpoints)
-    return endpoints
+    return toxic.interpose(cluster, endpoints) if interposes(names) else endpoints
 
 
 def heal_nodes(nodes: list[Node]) -> list[str]:

@@ -232,8 +232,9 @@ class ClusterKind(ABC):
         count = self.node_count()
         say(f"starting {count} nodes on {self.backend.name}: {parts}")
         self.ports = list(ports)
-        # a connection-fault proxy can then stand in front of any of them (nemesis.toxic)
-        nodes = self.backend.up(self.cluster, count, toxiproxy_server.published(ports), image)
+        if self.backend.proxied:  # a connection-fault proxy may stand in front of any of them
+            ports = toxiproxy_server.published(ports)
+        nodes = self.backend.up(self.cluster, count, ports, image)
         said = {"kind": self.name, "options": dict(self.options)}
         nodes[0].put_file(DECLARATION, json.dumps(said, sort_keys=True).encode())
         for node in nodes:

@@ -12,6 +12,7 @@ import pytest
 
 import nemesis
 from clusters.backend import Backend
+from clusters.docker_backend import DockerBackend
 from clusters.kinds.single import SingleCluster
 from nemesis.toxic import ToxicFault
 from tests.integration.test_failover import params
@@ -23,7 +24,10 @@ LATENCY_MS = 500
 
 @pytest.fixture(scope="module")
 def single(docker_backend: Backend, module_cluster_name: str) -> Iterator[SingleCluster]:
-    kind = SingleCluster(docker_backend, module_cluster_name, {})
+    """One Postgres whose node publishes the proxy's ports, as a run with `toxic` asks."""
+    backend = DockerBackend()
+    backend.proxied = True
+    kind = SingleCluster(backend, module_cluster_name, {})
     kind.deploy(lambda msg: None)
     yield kind
 

@@ -29,6 +29,7 @@ def test_only_a_package_that_acts_on_proxies_puts_them_in_place() -> None:
     eps = [Endpoint("n1", "127.0.0.1", 5432, "db", "u")]
     assert nemesis.interposed(["partition", "kill"], None, eps) is eps  # type: ignore[arg-type]
     assert nemesis.PACKAGES["toxic"].interposes
+    assert nemesis.interposes(["kill", "toxic"]) and not nemesis.interposes(["all", "packet"])
     assert "toxic" not in [p.name for p in nemesis.packages(["all"], 5)]
 
 
