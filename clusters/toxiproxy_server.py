@@ -32,6 +32,7 @@ from core.errors import InfraError
 CRATE = "toxiproxy"
 NAME = "harness-toxiproxy"
 READY_TIMEOUT = 10.0
+ASK_TIMEOUT = 2.0  # seconds to wait for a server that may not run at all
 API_PORT = 8474  # Toxiproxy's
 PROXY_OFFSET = 20000  # a node's proxy of its port P listens on P + this
 NODE_BINARY = f"/var/lib/harness/bin/{NAME}"

@@ -49,7 +49,12 @@ class ToxicFault(Fault):
     name = "toxic"
 
     def __init__(
-        self, target: str, planned: list[str] | None, toxic: str, stream: str, attributes: dict
+        self,
+        target: str,
+        planned: list[str] | None,
+        toxic: str,
+        stream: str,
+        attributes: dict[str, int],
     ) -> None:
         self.target = target
         self.planned = planned
@@ -111,6 +116,8 @@ def heal(node: Node) -> list[str]:
     except InfraError:  # a node brought up before its ports were published for a proxy
         return []
     try:
+        # toxiproxy-python sets no timeout: ask first whether a server answers at all
+        requests.get(f"http://{host}:{port}/version", timeout=tp.ASK_TIMEOUT).raise_for_status()
         toxics = tp.on_server(host, port, _remove_toxics)
     except requests.RequestException:
         return []
