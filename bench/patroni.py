@@ -43,6 +43,11 @@ CONFIGS: dict[str, tuple[str, str, str, float | None, float]] = {
     "wider-off": ("off", "set,append,bank", WIDER_FAULTS, None, 100),
     "wider-on": ("on", "set,append,bank", WIDER_FAULTS, None, 100),
     "wider-quorum": ("quorum", "set,append,bank", WIDER_FAULTS, None, 100),
+    # failover time at Patroni's default TTL, beside the 32 s its acceptance tests expect
+    "failover-on": ("on", "set", "kill-primary", None, 50),
+    "failover-quorum": ("quorum", "set", "kill-primary", None, 50),
+    # asynchronous replication's loss at a failover, named (the expected control)
+    "loss-off": ("off", "set,append", "replication-kill", None, 50),
 }
 COLUMNS = (
     ("config", "config"),
