@@ -34,6 +34,9 @@ def test_a_quorum_patroni_cluster_killed_and_switched_over_loses_nothing(
     assert len(holders - {None}) >= 2, holders  # the key moved with the primary
 
 
+# Alone: a failover that takes longer than the kill (20 s of its 22.5 s here, with another
+# cluster beside it) lets the killed primary take its key back, and nothing is lost to name.
+@pytest.mark.alone
 def test_an_asynchronous_primary_killed_while_cut_from_its_replicas_loses_acknowledged_writes(
     store: Path,
 ) -> None:
