@@ -86,13 +86,17 @@ class ToxicFault(Fault):
         spec = {"type": self.toxic, "stream": self.stream, "attributes": self.attributes}
 
         def add(node: Node) -> list[str]:
+            """The toxic on each proxy of the node; none where no client link ends (a node
+            that serves no client, such as a safekeeper, runs no proxy)."""
+
             def on(server: Toxiproxy) -> list[str]:
                 proxies = server.proxies()
                 for proxy in proxies.values():
                     proxy.add_toxic(name=TOXIC_NAME, **spec)
                 return sorted(proxies)
 
-            return tp.on_server(*node.endpoint(tp.API_PORT), on)
+            host, port = node.endpoint(tp.API_PORT)
+            return tp.on_server(host, port, on) if answers(host, port) else []
 
         done = on_nodes(by_name(cluster, names), add)
         return self.plan() | {"targets": names, "proxies": done, "mechanism": "toxiproxy"}
@@ -115,13 +119,21 @@ def heal(node: Node) -> list[str]:
         host, port = node.endpoint(tp.API_PORT)
     except InfraError:  # a node brought up before its ports were published for a proxy
         return []
+    if not answers(host, port):
+        return []
     try:
-        # toxiproxy-python sets no timeout: ask first whether a server answers at all
-        requests.get(f"http://{host}:{port}/version", timeout=tp.ASK_TIMEOUT).raise_for_status()
         toxics = tp.on_server(host, port, _remove_toxics)
     except requests.RequestException:
         return []
     return [f"removed the toxics {toxics}"] if toxics else []
+
+
+def answers(host: str, port: int) -> bool:
+    """Whether a server answers there: toxiproxy-python sets no timeout, so ask first."""
+    try:
+        return requests.get(f"http://{host}:{port}/version", timeout=tp.ASK_TIMEOUT).ok
+    except requests.RequestException:
+        return False
 
 
 def _remove_toxics(server: Toxiproxy) -> list[str]:

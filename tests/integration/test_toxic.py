@@ -38,6 +38,16 @@ def seconds(conn: psycopg.Connection) -> float:
     return time.monotonic() - began
 
 
+def test_a_node_where_no_client_link_ends_is_left_alone(single: SingleCluster) -> None:
+    """First in the module, before any proxy runs: a node that serves no client through a
+    proxy (a safekeeper, say) gets no toxic, and the fault does not fail for it."""
+    fault = ToxicFault("one", ["n1"], "timeout", "upstream", {"timeout": 0})
+    try:
+        assert fault.start(single)["proxies"] == {"n1": []}
+    finally:
+        fault.stop(single)
+
+
 def test_a_latency_toxic_delays_the_clients_queries_until_it_ends(single: SingleCluster) -> None:
     (direct,) = single.endpoints()
     (ep,) = nemesis.interposed(["toxic"], single, single.endpoints())
