@@ -4,6 +4,8 @@ sees it there), and always what --model says."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from rich.console import Console
 
@@ -12,7 +14,7 @@ from harness.runner import Runner
 
 
 def model_of(monkeypatch: pytest.MonkeyPatch, **settings: object) -> str:
-    monkeypatch.setattr("harness.runner.make_backend", lambda name, **kw: object())
+    monkeypatch.setattr("harness.runner.make_backend", lambda name, **kw: SimpleNamespace())
     runner = Runner(RunConfig(workloads=["append"], **settings), Console(quiet=True))
     (append,) = runner.workloads
     return append.checker_params()["model"]
