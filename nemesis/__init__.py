@@ -1,6 +1,7 @@
 """Faults and their schedules, registered in one place: package name → where its faults come from.
 
-The runner uses only `validate`, `build` and `heal_nodes`; `harness cluster down` uses
+The runner uses only `validate`, `interposes` and `interposed` (the proxies `toxic` acts on, put
+in place before the first operation), `build` and `heal_nodes`; `harness cluster down` uses
 `heal_nodes` too, so faults are undone even after a crash of the harness.
 
 Packages (`--nemesis a,b,…`): `none`; `partition` (a random shape each time) and one package per
@@ -24,8 +25,9 @@ only: its session or its leader key expires while clients still reach it), `kill
 (`streaming`): `promote`, the primary fenced (stopped, or cut off from the other nodes) and the
 standby that received the most WAL promoted, the deposed primary rewound into a standby at the
 fault's end (nemesis.promote). On a kind whose manager switches over on request (`patroni`):
-`switchover` (nemesis.switchover). `all` has each where it applies. See `nemesis.schedule` for
-the schedule and the history events.
+`switchover` (nemesis.switchover). On any kind, `toxic`: Toxiproxy's toxics on the clients'
+connections (nemesis.toxic; not in `all` yet). `all` has each where it applies. See
+`nemesis.schedule` for the schedule and the history events.
 """
 
 from __future__ import annotations
