@@ -187,13 +187,27 @@ class Runner:
         return run_dir, config
 
     def _deploy(self, kind: ClusterKind, run_dir: Path, config: dict[str, Any]) -> None:
-        """The cluster up and answering, and the workloads' tables made."""
-        kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
+        """The cluster up and answering, and the workloads' tables made; when it does not come
+        up, its nodes' logs are kept in the run folder before it is torn down."""
+        try:
+            kind.deploy(lambda msg: self.console.print(f"[dim]{msg}[/]"))
+        except Exception:
+            self._keep_logs(kind, run_dir / store.NODES)
+            raise
         if self.backend.power:  # what the setup wrote is on disk, as on a settled machine
             for node in kind.nodes:
                 node.sync_power()
         config["versions"] = self._setup_workloads(kind.endpoints()[0])
         store.write_json(run_dir / store.CONFIG, config)
+
+    def _keep_logs(self, kind: ClusterKind, dest: Path) -> None:
+        """The nodes' logs of a cluster that did not come up, as far as they can be read."""
+        try:
+            kind.collect_files(dest)
+        except Exception as exc:  # the deploy's own error is the one to report
+            self.console.print(f"[yellow]could not keep the nodes' logs: {exc}[/]")
+        else:
+            self.console.print(f"the nodes' logs: {dest}")
 
     def _drive(self, kind: ClusterKind, run_dir: Path, outer: contextlib.ExitStack) -> bool:
         """Clients and faults for the run's time, the heal, the settle and the final reads, with

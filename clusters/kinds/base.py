@@ -285,14 +285,19 @@ class ClusterKind(ABC):
 
     def collect(self, dest: Path) -> None:
         """Copy every node's log and declared files into `dest/<node>/`, and the final state."""
+        self.collect_files(dest)
+        for name, state in self.final_state().items():
+            (dest / name).write_text(json.dumps(state, indent=2))
+
+    def collect_files(self, dest: Path) -> None:
+        """Copy every node's log and declared files into `dest/<node>/` (what a cluster that
+        did not come up leaves to read too)."""
         for node in self.nodes:
             target = dest / node.name
             target.mkdir(parents=True, exist_ok=True)
             for path in self.collected:
                 node.get(path, target)
             (target / "container.log").write_text(node.logs())
-        for name, state in self.final_state().items():
-            (dest / name).write_text(json.dumps(state, indent=2))
 
     def teardown(self) -> list[str]:
         return self.backend.down(self.cluster)

@@ -18,8 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from clusters.backend import Backend
+from clusters.kinds import postgres as pg
 from clusters.kinds.single import SingleCluster
 from core.endpoint import Endpoint
+from core.errors import InfraError
 from harness.cli import cli
 from workloads import build
 from workloads.base import Workload, WorkloadOptions
@@ -221,3 +223,27 @@ def test_collect_copies_the_postgres_log(single: SingleCluster, tmp_path: Path) 
     assert (tmp_path / "n1" / "harness" / "postgres.log").exists() or any(
         p.name == "postgres.log" for p in (tmp_path / "n1").rglob("*")
     )
+
+
+def test_a_cluster_that_does_not_come_up_leaves_its_nodes_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docker_backend: Backend
+) -> None:
+    """A deploy that fails on a real node: the run ends as an infrastructure error, with what
+    the node logged in the run folder, and the node torn down."""
+
+    def broken(self: SingleCluster, say: Any) -> None:
+        (node,) = self.bring_up(say, [pg.PORT], "n1, one Postgres 15")
+        node.exec(f"mkdir -p {pg.LOG_DIR} && echo 'FATAL: last words' > {pg.LOG_DIR}/pg.log")
+        raise InfraError("Postgres on n1 did not start")
+
+    monkeypatch.setattr(SingleCluster, "deploy", broken)
+    args = ["run", "--cluster", "single", "--time", "5", "--store", str(tmp_path), "--name", "x"]
+    result = CliRunner().invoke(cli, args)
+    # the command's main turns this error into exit code 255 and its one sentence
+    assert isinstance(result.exception, InfraError), result.output
+    (run,) = (tmp_path / "x").glob("2*")
+    logs = run / "nodes" / "n1"
+    assert "FATAL: last words" in (logs / "harness" / "pg.log").read_text()
+    assert (logs / "container.log").exists() and str(run / "nodes") in result.output
+    config = json.loads((run / "config.json").read_text())
+    assert docker_backend.nodes(config["cluster_name"]) == []
