@@ -13,7 +13,7 @@ as off without a word. The configuration follows that test: `failsafe_mode`, `ch
 The harness sees the cluster as an operator does: each member's REST API (Patroni's role and
 state), each member's Postgres (recovery, timeline, WAL positions, as for `streaming`) and the
 leader key in etcd (through etcd's JSON gateway). The nodes use an image of their own, built on
-the kind's first use.
+the kind's first use. etcd keeps its data off the power layer (see ETCD_DATA).
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ SCOPE = "harness"
 KEYS = f"/service/{SCOPE}"  # where Patroni keeps the cluster's keys in etcd
 STATE_DIR = "/var/lib/harness"
 CONFIG = f"{STATE_DIR}/patroni.yml"
-ETCD_DATA = f"{STATE_DIR}/etcd"
+# Off the power layer (which holds STATE_DIR, with direct I/O): etcd's bbolt maps its file
+# shared, which a FUSE file opened for direct I/O refuses, and etcd then never starts. A power
+# fault on an etcd node is therefore a crash of etcd, which fsyncs all it acknowledges.
+ETCD_DATA = "/var/lib/etcd-harness"
 # Patroni starts Postgres from bin_dir: a folder of links to Debian's binaries in which
 # `postgres` runs under the node's faked clock, so that a clock fault moves Postgres's clock
 # and not Patroni's (whose loop the clock fault is not meant to test through libfaketime).

@@ -229,11 +229,15 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 def cluster_of(backend: Backend, kind: type[ClusterKind], options: dict[str, Any]) -> Iterator[Any]:
-    """A cluster of `kind` under a name of its own, always taken down afterwards."""
+    """A cluster of `kind` under a name of its own, always taken down afterwards (on the power
+    layer, what its setup wrote is on disk first, as the runner has it)."""
     name = f"t{secrets.token_hex(4)}"
     try:
         cluster = kind(backend, name, options)
         cluster.deploy(lambda msg: None)
+        if backend.power:
+            for node in cluster.nodes:
+                node.sync_power()
         yield cluster
     finally:
         backend.down(name)

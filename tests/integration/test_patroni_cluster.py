@@ -11,19 +11,23 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+import requests
 
 from checkers.moments import KeyTaken
 from clusters.backend import Backend
+from clusters.docker_backend import DockerBackend
 from clusters.kinds import postgres as pg
 from clusters.kinds.patroni import ETCD_PORT, PatroniCluster
 from core.polls import COORDINATION, LeaderKeyPoll, PatroniPoll
 from nemesis.aimed import Aimed
 from nemesis.kill import Kill, KillProcess
 from nemesis.partition import PRIMARY_COORDINATORS, REPLICATION, Partition
+from nemesis.power import Power
 from nemesis.switchover import Switchover
 from tests.integration.conftest import eventually
 from tests.integration.test_aimed import reaches, running
 from tests.integration.test_failover import params
+from tests.integration.test_faults import cluster_of
 
 pytestmark = pytest.mark.docker
 
@@ -32,10 +36,10 @@ SETTLES_WITHIN = 120.0  # a liveness bound: a replica rewound or rebuilt and str
 
 
 @pytest.fixture(scope="module")
-def patroni(docker_backend: Backend, module_cluster_name: str) -> Iterator[PatroniCluster]:
-    kind = PatroniCluster(docker_backend, module_cluster_name, {"ttl": TTL, "patroni_sync": "on"})
-    kind.deploy(lambda msg: None)
-    yield kind
+def patroni(docker_backend: Backend) -> Iterator[PatroniCluster]:
+    """The cluster with its state on the power layer, as `--nemesis all` brings it up."""
+    backend = DockerBackend(power=True)
+    yield from cluster_of(backend, PatroniCluster, {"ttl": TTL, "patroni_sync": "on"})
 
 
 def writable(kind: PatroniCluster) -> list[str]:
@@ -197,3 +201,24 @@ def test_an_aimed_fault_strikes_the_member_that_took_the_leader_key(
     finally:
         fault.stop(patroni)
     eventually(lambda: settled(patroni), "a leader settled again", SETTLES_WITHIN)
+
+
+def test_an_etcd_server_comes_back_from_a_power_fault(patroni: PatroniCluster) -> None:
+    """etcd keeps its data off the power layer (its bbolt maps its file, which the layer's
+    direct I/O refuses): a power fault on an etcd server is a crash it recovers from."""
+    server = patroni.etcds()[0]
+    host, port = server.endpoint(ETCD_PORT)
+
+    def healthy() -> bool | None:
+        try:
+            answer = requests.get(f"http://{host}:{port}/health", timeout=2)
+        except requests.RequestException:
+            return None
+        return (answer.ok and answer.json().get("health") == "true") or None
+
+    fault = Power("one", [server.name])
+    assert fault.start(patroni)["targets"] == [server.name]
+    assert not healthy()
+    fault.stop(patroni)
+    eventually(healthy, f"etcd on {server.name} healthy again", 60)
+    assert patroni.leader_key() is not None

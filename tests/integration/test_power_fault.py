@@ -19,6 +19,7 @@ from clusters.local_backend import LocalBackend
 from core.errors import BadInput
 from nemesis.power import Power
 from tests.integration.conftest import eventually
+from tests.integration.test_faults import cluster_of
 
 pytestmark = pytest.mark.docker
 
@@ -27,7 +28,7 @@ ROWS = 200
 
 @pytest.fixture(params=["docker", "local"])
 def single(
-    request: pytest.FixtureRequest, docker_backend: DockerBackend, cluster_name: str
+    request: pytest.FixtureRequest, docker_backend: DockerBackend
 ) -> Iterator[SingleCluster]:
     """One Postgres node whose state is on the power layer, on either backend that offers it."""
     backend: Backend
@@ -38,14 +39,7 @@ def single(
             backend = LocalBackend(power=True)
         except BadInput as e:
             pytest.skip(str(e))
-    cluster = SingleCluster(backend, cluster_name, {})
-    try:
-        cluster.deploy(lambda msg: None)
-        for node in cluster.nodes:
-            node.sync_power()  # as the runner does: the setup is on disk
-        yield cluster
-    finally:
-        backend.down(cluster_name)
+    yield from cluster_of(backend, SingleCluster, {})
 
 
 def connect(cluster: SingleCluster) -> psycopg.Connection:
