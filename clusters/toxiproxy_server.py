@@ -8,8 +8,9 @@ size_variation, delay µs), limit_data (bytes), on the upstream (client to serve
 stream. `reset_peer` is not among them: noxious 1.0.4 has no such toxic, and the server
 refuses it with 400, naming the toxics it has.
 
-On a cluster, one server runs on each node (its API on API_PORT) and a proxy of each port a
-client reaches listens on `proxy_port(port)` of the same node; nemesis.toxic puts them there.
+On a cluster, one server runs on each node (its API on API_PORT): a proxy of each port a
+client reaches listens on `proxy_port(port)` of the same node (nemesis.toxic puts them there),
+and the kind's internal links have theirs on loopback (clusters/kinds/links.py).
 """
 
 from __future__ import annotations
@@ -99,6 +100,14 @@ def local_server(log: Path, host: str = "127.0.0.1") -> Iterator[Toxiproxy]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def answers(host: str, port: int) -> bool:
+    """Whether a server answers there: toxiproxy-python sets no timeout, so ask first."""
+    try:
+        return requests.get(f"http://{host}:{port}/version", timeout=ASK_TIMEOUT).ok
+    except requests.RequestException:
+        return False
 
 
 def wait_ready(host: str, port: int, proc: subprocess.Popen[bytes] | None = None) -> None:

@@ -26,8 +26,9 @@ only: its session or its leader key expires while clients still reach it), `kill
 standby that received the most WAL promoted, the deposed primary rewound into a standby at the
 fault's end (nemesis.promote). On a kind whose manager switches over on request (`patroni`):
 `switchover` (nemesis.switchover). On any kind, `toxic`: Toxiproxy's toxics on the clients'
-connections (nemesis.toxic; not in `all` yet). `all` has each where it applies. See
-`nemesis.schedule` for the schedule and the history events.
+connections or on a link the kind declares between its daemons (a compute's proxy to the
+safekeepers, a standby to its primary, Patroni to etcd; nemesis.toxic; not in `all` yet). `all`
+has each where it applies. See `nemesis.schedule` for the schedule and the history events.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import dataclasses
 import functools
 import random
 from collections.abc import Callable
+from typing import Any
 
 from checkers.moments import Moment
 from clusters.backend import Node
@@ -77,9 +79,7 @@ def _any_partition(nodes: list[str], rng: random.Random) -> Fault:
     return Partition.planned(rng.choice(shapes), nodes, rng)
 
 
-def _targeted(
-    cls: type[Kill | Pause | Clock | Packet | Power | ToxicFault], target: str | None = None
-) -> Make:
+def _targeted(cls: type[Kill | Pause | Clock | Packet | Power], target: str | None = None) -> Make:
     return lambda nodes, rng: cls.planned_for(target or rng.choice(TARGETS), nodes, rng)
 
 
@@ -122,13 +122,13 @@ PACKAGES: dict[str, Package] = {
         Package("composite", MIN_NODES_PRIMARIES, _composite),
         Package("partition-replication", MIN_NODES_PRIMARIES, _partition(REPLICATION)),
         Package("replication-kill", MIN_NODES_PRIMARIES, _replication_kill),
-        Package("aimed", AIMED_NODES, Aimed.planned, reads_kind=True),
+        Package("aimed", AIMED_NODES, Aimed.planned, reads_kind=("moments", "power")),
         Package("partition-dcs", 2, _partition(PRIMARY_COORDINATORS), True),
         Package("kill-dcs", 1, _targeted(Kill, COORDINATORS), True),
         Package("pause-dcs", 1, _targeted(Pause, COORDINATORS), True),
         Package("promote", 2, Promote.planned, needs=OperatorFailover),
         Package("switchover", 2, Switchover.planned, needs=PlannedSwitchover),
-        Package("toxic", 1, _targeted(ToxicFault), interposes=True),
+        Package("toxic", 1, ToxicFault.planned, interposes=True, reads_kind=("links",)),
     )
 }
 ON_COORDINATORS = tuple(name for name, p in PACKAGES.items() if p.on_coordinators)
@@ -213,6 +213,7 @@ def packages(
     coordinated: bool = False,
     moments: tuple[type[Moment], ...] = (),
     kind: type | None = None,
+    links: tuple[str, ...] = (),
 ) -> list[Package]:
     """The packages the names stand for, each once: `none` stands for none, `all` for every
     fault kind possible on this many nodes, the leader-aimed ones and the faults aimed at the
@@ -238,18 +239,20 @@ def packages(
     known = PACKAGES | lone_kills(kind)
     entries = []
     for name in dict.fromkeys(chosen):
-        draws = len(moments) if known[name].reads_kind and ALL in names and moments else 1
-        entries += [_bound(known[name], power, moments)] * draws
+        aimed = "moments" in known[name].reads_kind
+        draws = len(moments) if aimed and ALL in names and moments else 1
+        facts = {"moments": moments, "power": power, "links": links}
+        entries += [_bound(known[name], facts)] * draws
     return entries
 
 
-def _bound(package: Package, power: bool, moments: tuple[type[Moment], ...]) -> Package:
-    """A package whose faults depend on the kind gets what they depend on: the kind's
-    moments, and whether power can be cut."""
+def _bound(package: Package, facts: dict[str, Any]) -> Package:
+    """A package whose faults depend on the kind gets what they depend on (`reads_kind`) of
+    the kind's `facts`: its moments, whether power can be cut, its internal links."""
     if not package.reads_kind:
         return package
-    make = functools.partial(package.make, moments=moments, power=power)
-    return dataclasses.replace(package, make=make, reads_kind=False)
+    make = functools.partial(package.make, **{k: facts[k] for k in package.reads_kind})
+    return dataclasses.replace(package, make=make, reads_kind=())
 
 
 def build(
@@ -260,7 +263,10 @@ def build(
     validate(names, cluster.node_count(), cluster.name, cluster.coordinated, kind)
     power = getattr(cluster.backend, "power", False)
     moments = cluster.moments_of(cluster.options)
-    chosen = packages(names, cluster.node_count(), power, cluster.coordinated, moments, kind=kind)
+    links = tuple(link.name for link in cluster.links)
+    chosen = packages(
+        names, cluster.node_count(), power, cluster.coordinated, moments, kind=kind, links=links
+    )
     if not chosen:
         return NoNemesis(cluster, history, seed, interval)
     return ScheduledNemesis(cluster, history, seed, interval, chosen)

@@ -64,11 +64,11 @@ class Package:
     # what a kind must be for it (a class of clusters.kinds.base, e.g. OperatorFailover: only
     # kinds that do not fail over by themselves have an operator to play); None: any kind
     needs: type | None = None
-    # its faults depend on the cluster kind: `make` also takes the kind's moments and whether
-    # the backend can cut power, as the keywords `moments` and `power`
-    reads_kind: bool = False
-    # its faults act on proxies the run puts between the clients and the nodes before the
-    # first operation (nemesis.toxic.interpose)
+    # what of the cluster kind its faults depend on, as the keywords `make` also takes: the
+    # kind's `moments`, whether the backend can cut `power`, the kind's internal `links`
+    reads_kind: tuple[str, ...] = ()
+    # its faults act on connection-fault proxies the run puts in place before the first
+    # operation (nemesis.toxic.interpose, and the kinds' internal links)
     interposes: bool = False
 
 

@@ -1,11 +1,14 @@
-"""The toxic fault: Toxiproxy's connection faults on the links between the clients and the nodes.
+"""The toxic fault: Toxiproxy's connection faults on the links between the clients and the nodes,
+and on the links a cluster kind declares between its daemons.
 
 With `toxic` among the packages, the run puts a proxy (clusters/toxiproxy_server) in front of
 every port the clients reach, on the node that serves it, before the first operation
-(`interpose`): the workers then connect through it. A fault adds one toxic, drawn from the seed,
-to the proxies of its target nodes, on one stream (upstream: client to server; downstream: back),
-and removes it at its end. Its history values name the toxic, its attributes, the stream and
-the link ("client").
+(`interpose`): the workers then connect through it. A kind's internal links go through proxies
+too, which the kind puts in place as it starts its daemons (clusters/kinds/links.py). A fault
+draws, from the seed, a link (the clients' or one of the kind's), one toxic and one stream
+(upstream: from the side that dials to the side dialled; downstream: back), adds that toxic to
+every proxy of that link on its target nodes, and removes it at its end. Its history values
+name the toxic, its attributes, the stream and the link.
 
 The toxics (noxious's, with the amounts the schedule gives them): latency (200 ms ± 50),
 bandwidth (32 KB/s), slow_close (the close held 2 s), timeout (data stops, the connection is
@@ -26,13 +29,12 @@ from toxiproxy import Toxiproxy
 from clusters import toxiproxy_server as tp
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind
-from clusters.kinds.on_node import start_once
+from clusters.kinds.links import CLIENT, of_link, start_on
 from core.endpoint import Endpoint
 from core.errors import InfraError
 from nemesis import targets
 from nemesis.fault import Fault, by_name, on_nodes
 
-LINK = "client"
 TOXICS: dict[str, dict[str, int]] = {
     "latency": {"latency": 200, "jitter": 50},
     "bandwidth": {"rate": 32},
@@ -55,19 +57,27 @@ class ToxicFault(Fault):
         toxic: str,
         stream: str,
         attributes: dict[str, int],
+        link: str = CLIENT,
     ) -> None:
         self.target = target
         self.planned = planned
         self.toxic = toxic
         self.stream = stream
         self.attributes = attributes
+        self.link = link
         self.touched: list[str] = []
 
     @classmethod
-    def planned_for(cls, target: str, nodes: list[str], rng: random.Random) -> ToxicFault:
+    def planned(
+        cls, nodes: list[str], rng: random.Random, links: tuple[str, ...] = ()
+    ) -> ToxicFault:
+        """A toxic on random targets, on the clients' link or one of the kind's `links`."""
+        target = rng.choice(targets.TARGETS)
+        link = rng.choice((CLIENT, *links))
         toxic = rng.choice(sorted(TOXICS))
         stream = rng.choice(STREAMS)
-        return cls(target, targets.pick(target, nodes, rng), toxic, stream, dict(TOXICS[toxic]))
+        planned = targets.pick(target, nodes, rng)
+        return cls(target, planned, toxic, stream, dict(TOXICS[toxic]), link)
 
     def plan(self) -> dict[str, Any]:
         return {
@@ -77,7 +87,7 @@ class ToxicFault(Fault):
             "toxic": self.toxic,
             "stream": self.stream,
             "attributes": self.attributes,
-            "link": LINK,
+            "link": self.link,
         }
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
@@ -86,17 +96,17 @@ class ToxicFault(Fault):
         spec = {"type": self.toxic, "stream": self.stream, "attributes": self.attributes}
 
         def add(node: Node) -> list[str]:
-            """The toxic on each proxy of the node; none where no client link ends (a node
-            that serves no client, such as a safekeeper, runs no proxy)."""
+            """The toxic on each proxy of the link on the node; none where the link does not
+            pass (a safekeeper serves no client and dials no one: it runs no proxy)."""
 
             def on(server: Toxiproxy) -> list[str]:
-                proxies = server.proxies()
+                proxies = {n: p for n, p in server.proxies().items() if of_link(n, self.link)}
                 for proxy in proxies.values():
                     proxy.add_toxic(name=TOXIC_NAME, **spec)
                 return sorted(proxies)
 
             host, port = node.endpoint(tp.API_PORT)
-            return tp.on_server(host, port, on) if answers(host, port) else []
+            return tp.on_server(host, port, on) if tp.answers(host, port) else []
 
         done = on_nodes(by_name(cluster, names), add)
         return self.plan() | {"targets": names, "proxies": done, "mechanism": "toxiproxy"}
@@ -119,21 +129,13 @@ def heal(node: Node) -> list[str]:
         host, port = node.endpoint(tp.API_PORT)
     except InfraError:  # a node brought up before its ports were published for a proxy
         return []
-    if not answers(host, port):
+    if not tp.answers(host, port):
         return []
     try:
         toxics = tp.on_server(host, port, _remove_toxics)
     except requests.RequestException:
         return []
     return [f"removed the toxics {toxics}"] if toxics else []
-
-
-def answers(host: str, port: int) -> bool:
-    """Whether a server answers there: toxiproxy-python sets no timeout, so ask first."""
-    try:
-        return requests.get(f"http://{host}:{port}/version", timeout=tp.ASK_TIMEOUT).ok
-    except requests.RequestException:
-        return False
 
 
 def _remove_toxics(server: Toxiproxy) -> list[str]:
@@ -168,7 +170,7 @@ def interpose(cluster: ClusterKind, endpoints: list[Endpoint]) -> list[Endpoint]
         listen = f"0.0.0.0:{tp.proxy_port(inner)}"
 
         def create(server: Toxiproxy) -> None:
-            name = f"{LINK}-{inner}"
+            name = f"{CLIENT}-{inner}"
             if server.get_proxy(name) is None:
                 server.create(upstream=f"127.0.0.1:{inner}", name=name, listen=listen)
 
@@ -177,21 +179,6 @@ def interpose(cluster: ClusterKind, endpoints: list[Endpoint]) -> list[Endpoint]
         return via[(host, port)]
 
     return [rewrite(ep, through) for ep in endpoints]
-
-
-def start_on(node: Node) -> tuple[str, int]:
-    """The node's server, started unless it runs (the binary shipped first); where its API
-    answers from here."""
-    node.put_file(tp.NODE_BINARY, tp.ensure_binary().read_bytes(), mode=0o755)
-    start_once(
-        node,
-        f"[h]arness-toxiproxy --host 0.0.0.0 --port {tp.API_PORT}",
-        f"{tp.NODE_BINARY} --host 0.0.0.0 --port {tp.API_PORT}",
-        tp.NODE_LOG,
-    )
-    host, port = node.endpoint(tp.API_PORT)
-    tp.wait_ready(host, port)
-    return host, port
 
 
 def rewrite(ep: Endpoint, through: Callable[[str, int], tuple[str, int]]) -> Endpoint:

@@ -13,6 +13,7 @@ from checkers.cluster_state import Rule
 from checkers.moments import Moment
 from clusters import toxiproxy_server
 from clusters.backend import Backend, Node
+from clusters.kinds.links import Link, internal_address
 from core.contract import Contract
 from core.endpoint import Endpoint
 from core.errors import BadInput
@@ -143,6 +144,9 @@ class ClusterKind(ABC):
     # Those of its processes a fault kills alone, the others on the node left running
     # (`--nemesis kill-NAME`, and in `all`): Patroni's and its Postgres's.
     lone_kills: ClassVar[tuple[str, ...]] = ()
+    # The links between its daemons that a connection fault may act on (`--nemesis toxic`):
+    # with the proxies in place, a daemon dials its peer through one on its own node (`dial`).
+    links: ClassVar[tuple[Link, ...]] = ()
 
     def __init__(self, backend: Backend, cluster: str, options: Mapping[str, Any]) -> None:
         self.backend = backend
@@ -242,6 +246,13 @@ class ClusterKind(ABC):
                 for path in sorted(item.source.glob(item.pattern)):
                     node.put_file(f"{item.dest}/{path.name}", path.read_bytes())
         return nodes
+
+    def dial(self, node: Node, link: Link, peer: str, port: int) -> tuple[str, int]:
+        """Where a daemon on `node` reaches `peer:port` over `link`: the peer itself, or, in a
+        run that puts connection-fault proxies in place, a proxy of that link on its own node."""
+        if self.backend.proxied:
+            return internal_address(node, link.name, peer, port)
+        return peer, port
 
     @staticmethod
     def declared(nodes: list[Node]) -> tuple[str, dict[str, Any]] | None:

@@ -33,6 +33,7 @@ from clusters.backend import Node
 from clusters.image import PATRONI_IMAGE
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import ClusterKind, KindOption, PlannedSwitchover, Process
+from clusters.kinds.links import Link
 from clusters.kinds.on_node import (
     CLOCK_FILE,
     FAKETIME_LIB,
@@ -67,6 +68,9 @@ DEFAULT_TTL = 30  # Patroni's: the leader key lives this long without its holder
 ASK_TIMEOUT = 2.0  # seconds the harness waits for one REST or etcd answer
 SWITCHOVER_WAIT_S = 60  # Patroni answers a switchover once it is done (or failed)
 DEPLOY_WAIT_S = 180  # Patroni bootstraps the first member with initdb, the rest by basebackup
+# the link a connection fault may act on besides the clients': each member's Patroni to each
+# etcd server (the leader key's renewals and watches)
+TO_ETCD = Link("etcd", "each member's Patroni to each etcd server")
 
 
 def loop_of(ttl: int) -> tuple[int, int]:
@@ -76,8 +80,12 @@ def loop_of(ttl: int) -> tuple[int, int]:
     return part, part
 
 
-def patroni_config(member: str, etcd: list[str], sync: str, ttl: int) -> str:
-    """Patroni's YAML for one member (JSON is YAML: written with no YAML library)."""
+def patroni_config(
+    member: str, etcd: list[str], sync: str, ttl: int, *, through_proxies: bool = False
+) -> str:
+    """Patroni's YAML for one member (JSON is YAML: written with no YAML library). `etcd`: the
+    addresses (host:port) it reaches etcd at; `through_proxies`: those are proxies, which
+    Patroni must keep to rather than ask etcd for its members' own addresses."""
     loop_wait, retry_timeout = loop_of(ttl)
     hba = ["local all all trust", "host all all 0.0.0.0/0 trust",
            "host replication all 0.0.0.0/0 trust"]  # fmt: skip
@@ -85,7 +93,7 @@ def patroni_config(member: str, etcd: list[str], sync: str, ttl: int) -> str:
         "scope": SCOPE,
         "name": member,
         "restapi": {"listen": f"0.0.0.0:{REST_PORT}", "connect_address": f"{member}:{REST_PORT}"},
-        "etcd3": {"hosts": [f"{e}:{ETCD_PORT}" for e in etcd]},
+        "etcd3": {"hosts": etcd} | ({"use_proxies": True} if through_proxies else {}),
         "bootstrap": {
             "dcs": {
                 "ttl": ttl,
@@ -262,11 +270,13 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
         key gives it."""
         ensure_clock_file(node)
         pg.make_dirs(node)
+        etcd = [self.dial(node, TO_ETCD, e, ETCD_PORT) for e in self.coordinators()]
         config = patroni_config(
             node.name,
-            self.coordinators(),
+            [f"{host}:{port}" for host, port in etcd],
             self.options["patroni_sync"],
             self.ttl,
+            through_proxies=self.backend.proxied,
         )
         node.put_file(CONFIG, config.encode(), owner="postgres")
         node.exec(
@@ -283,6 +293,7 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
         start_once(node, f"[p]atroni {CONFIG}", cmd, f"{pg.LOG_DIR}/patroni.log")
 
     lone_kills = ("postgres", "patroni")
+    links = (TO_ETCD,)
     runs = (
         Process("patroni", f"patroni {CONFIG}", start_patroni),
         Process("postgres", f"{pg.PG_BIN}/postgres", start_patroni),

@@ -42,6 +42,7 @@ from checkers.moments import (
 from clusters.backend import Node, shell_quote
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import SYNCHRO_TIMEOUT_OPTION, ClusterKind, Install, KindOption, Process
+from clusters.kinds.links import Link
 from clusters.kinds.on_node import ensure_clock_file, failover_endpoint, start_once, wait_until
 from core import store
 from core.contract import LEGACY, Contract
@@ -69,6 +70,9 @@ DEFAULT_SAFEKEEPERS = 3
 DEFAULT_COMPUTES = 2
 # The compute agent's --mode for each contract, as the daemons name them.
 DAEMON_MODES = {Contract.DURABLE: "safekeeper", Contract.CONFIRM_ROLLBACK: "confirm-rollback"}
+# the link a connection fault may act on besides the clients': the elected proxy's stream to
+# each safekeeper (votes, appends, commit positions), dialled from the compute it runs on
+TO_SAFEKEEPER = Link("safekeeper", "each compute's proxy to each safekeeper")
 FAILOVER_AFTER = 5.0  # seconds a quorum of safekeepers hears no proposer before a takeover
 
 COMPUTE_CONF = f"""
@@ -150,6 +154,7 @@ class SafekeeperCluster(ClusterKind):
         QuietElections,
     )
     moments = (TermWon, Takeover, CatchUp, Rebuild, LeaseEnding, InheritedLimbo)
+    links = (TO_SAFEKEEPER,)
 
     @classmethod
     def moments_of(cls, options: Mapping[str, Any]) -> tuple[type[Moment], ...]:
@@ -251,13 +256,16 @@ class SafekeeperCluster(ClusterKind):
         so Postgres on a compute is the agent's to start, which first asks the safekeepers
         whether this node may still be a primary."""
         ensure_clock_file(node)
-        peers = " ".join(f"--safekeeper {n.name}={n.name}:{SK_PORT}" for n in self.safekeepers())
+        peers = ""
+        for sk in self.safekeepers():
+            host, port = self.dial(node, TO_SAFEKEEPER, sk.name, SK_PORT)
+            peers += f" --safekeeper {sk.name}={host}:{port}"
         others = " ".join(
             f"--compute {n.name}={n.name}:{pg.PORT}" for n in self.computes() if n.name != node.name
         )
         args = (
             f"compute --name {node.name} --pgdata {pg.PGDATA} --pg-bin {pg.PG_BIN} "
-            f"--pg-start {shell_quote(pg.start_command())} --slot {SLOT} {peers} {others} "
+            f"--pg-start {shell_quote(pg.start_command())} --slot {SLOT}{peers} {others} "
             f"--variant {self.variant} --status-port {PROXY_PORT} "
             f"--client-port {pg.PORT} --pg-port {PG_INNER_PORT} "
             f"--failover-after {FAILOVER_AFTER:g} --mode {DAEMON_MODES[self.contract_in_force]} "

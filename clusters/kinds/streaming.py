@@ -24,6 +24,7 @@ from checkers.moments import LeaderChanged, StandbyBehind
 from clusters.backend import Node
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import ClusterKind, KindOption, OperatorFailover, Process
+from clusters.kinds.links import Link
 from clusters.kinds.on_node import failover_endpoint, wait_until
 from core.endpoint import Endpoint
 from core.errors import InfraError
@@ -36,6 +37,9 @@ READ_FROM = ("primary", "replicas", "any")
 SYNCHRONOUS_COMMIT = ("on", "remote_apply", "remote_write", "local", "off")
 UPSTREAM_CONF = f"{pg.PGDATA}/conf.d/upstream.conf"  # a standby's primary_conninfo
 REPLICATION_CONF = f"{pg.PGDATA}/conf.d/replication.conf"  # whom a commit waits for
+# the link a connection fault may act on besides the clients': each standby's stream from its
+# primary (the walreceiver's connection)
+TO_UPSTREAM = Link("upstream", "each standby's stream from its primary")
 STREAMING_CONF = """
 max_wal_senders = 16
 hot_standby = on
@@ -68,9 +72,10 @@ def standby_names(replication: str, names: list[str]) -> str:
     return f"{method} 1 ({', '.join(names)})"
 
 
-def upstream_conf(primary: str, me: str) -> str:
-    """A standby's connection to its primary, named so that synchronous_standby_names finds it."""
-    conninfo = f"host={primary} port={pg.PORT} user={pg.USER} application_name={me}"
+def upstream_conf(host: str, port: int, me: str) -> str:
+    """A standby's connection to its primary at host:port, named so that
+    synchronous_standby_names finds it."""
+    conninfo = f"host={host} port={port} user={pg.USER} application_name={me}"
     return f"primary_conninfo = '{conninfo}'\n"
 
 
@@ -176,6 +181,7 @@ class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
     poll_records = (StreamingPoll,)
     state_rules = (DeposedAcknowledged, QuietElections)
     moments = (LeaderChanged, StandbyBehind)
+    links = (TO_UPSTREAM,)
 
     @classmethod
     def nodes_needed(cls, options: Mapping[str, Any]) -> int:
@@ -219,6 +225,11 @@ class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
             node.put_file(REPLICATION_CONF, conf.encode(), owner="postgres")
             pg.psql(node, "SELECT pg_reload_conf()")
 
+    def upstream(self, node: Node, primary: str) -> bytes:
+        """The standby's upstream.conf: streaming from `primary` (through a proxy of the
+        upstream link, in a run that puts them in place)."""
+        return upstream_conf(*self.dial(node, TO_UPSTREAM, primary, pg.PORT), node.name).encode()
+
     def make_standby(self, node: Node, primary: str) -> None:
         """A fresh base backup of `primary` on `node`, set to stream from it."""
         pg.make_dirs(node)
@@ -229,7 +240,7 @@ class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
                 f"-D {pg.PGDATA} -X stream -c fast"
             )
         )
-        node.put_file(UPSTREAM_CONF, upstream_conf(primary, node.name).encode(), owner="postgres")
+        node.put_file(UPSTREAM_CONF, self.upstream(node, primary), owner="postgres")
         node.exec(pg.as_postgres(f"touch {pg.PGDATA}/standby.signal"))
 
     def streaming_from(self, node: Node) -> int:
@@ -278,7 +289,7 @@ class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
     def follow(self, node: Node, primary: str) -> None:
         """Point a standby at another primary: a reload is enough (Postgres 13 and later), and
         recovery_target_timeline's default, latest, follows the new timeline."""
-        node.put_file(UPSTREAM_CONF, upstream_conf(primary, node.name).encode(), owner="postgres")
+        node.put_file(UPSTREAM_CONF, self.upstream(node, primary), owner="postgres")
         ask(node, "SELECT pg_reload_conf()")
 
     def rejoin(self, node: Node) -> dict[str, Any]:
@@ -300,9 +311,7 @@ class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
             check=False,
         )
         if rewind.code == 0:
-            node.put_file(
-                UPSTREAM_CONF, upstream_conf(primary.name, node.name).encode(), owner="postgres"
-            )
+            node.put_file(UPSTREAM_CONF, self.upstream(node, primary.name), owner="postgres")
             node.exec(pg.as_postgres(f"touch {pg.PGDATA}/standby.signal"))
             how = "pg_rewind"
         else:

@@ -24,6 +24,7 @@ from nemesis.kill import Kill, KillProcess
 from nemesis.partition import PRIMARY_COORDINATORS, REPLICATION, Partition
 from nemesis.power import Power
 from nemesis.switchover import Switchover
+from nemesis.toxic import ToxicFault
 from tests.integration.conftest import eventually
 from tests.integration.test_aimed import reaches, running
 from tests.integration.test_failover import params
@@ -31,14 +32,17 @@ from tests.integration.test_faults import cluster_of
 
 pytestmark = pytest.mark.docker
 
+ETCDS = ("n4", "n5", "n6")
 TTL = 9  # seconds: a failover within a test's patience (Patroni's default is 30)
 SETTLES_WITHIN = 120.0  # a liveness bound: a replica rewound or rebuilt and streaming again
 
 
 @pytest.fixture(scope="module")
 def patroni(docker_backend: Backend) -> Iterator[PatroniCluster]:
-    """The cluster with its state on the power layer, as `--nemesis all` brings it up."""
+    """The cluster with its state on the power layer, as `--nemesis all` brings it up, and its
+    members reaching etcd through proxies, as a run with `toxic` brings it up."""
     backend = DockerBackend(power=True)
+    backend.proxied = True
     yield from cluster_of(backend, PatroniCluster, {"ttl": TTL, "patroni_sync": "on"})
 
 
@@ -201,6 +205,31 @@ def test_an_aimed_fault_strikes_the_member_that_took_the_leader_key(
     finally:
         fault.stop(patroni)
     eventually(lambda: settled(patroni), "a leader settled again", SETTLES_WITHIN)
+
+
+def test_a_timeout_toxic_on_a_members_link_to_etcd_stops_its_contact_until_it_ends(
+    patroni: PatroniCluster,
+) -> None:
+    """Each member's Patroni reaches etcd through proxies on its own node: with its data held
+    on that link, a replica stops hearing from etcd (the leader, on its own links, keeps the
+    key), and hears again once the toxic is gone."""
+    leader = eventually(lambda: settled(patroni), "one leader, the others replicas", SETTLES_WITHIN)
+    replica = next(n for n in patroni.members() if n.name != leader)
+
+    def seen() -> float:
+        return float(patroni.rest(replica).get("dcs_last_seen") or 0)
+
+    held = ToxicFault("one", [replica.name], "timeout", "upstream", {"timeout": 0}, link="etcd")
+    try:
+        done = held.start(patroni)
+        assert done["proxies"] == {replica.name: [f"etcd-{e}-{ETCD_PORT}" for e in ETCDS]}
+        time.sleep(TTL)  # a request already under way when the toxic came gives up
+        stalled = seen()
+        time.sleep(TTL)  # three of Patroni's loops
+        assert seen() == stalled and patroni.leader_key() == leader
+    finally:
+        held.stop(patroni)
+    eventually(lambda: seen() > stalled, f"{replica.name} hearing from etcd again", 3 * TTL)
 
 
 def test_an_etcd_server_comes_back_from_a_power_fault(patroni: PatroniCluster) -> None:

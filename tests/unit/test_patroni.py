@@ -56,7 +56,7 @@ def test_sync_on_and_quorum_are_patronis_strict_synchronous_modes() -> None:
         ("on", True, True),
         ("quorum", "quorum", True),
     ):
-        config = json.loads(patroni_config("n2", ["n4", "n5", "n6"], sync, 30))
+        config = json.loads(patroni_config("n2", ["n4:2379", "n5:2379", "n6:2379"], sync, 30))
         dcs = config["bootstrap"]["dcs"]
         assert dcs["synchronous_mode"] == mode and dcs["synchronous_mode_strict"] is strict
         assert dcs["failsafe_mode"] and dcs["check_timeline"]
@@ -64,6 +64,16 @@ def test_sync_on_and_quorum_are_patronis_strict_synchronous_modes() -> None:
         assert config["etcd3"]["hosts"] == ["n4:2379", "n5:2379", "n6:2379"]
         assert config["postgresql"]["connect_address"] == "n2:5432"
         assert config["watchdog"]["mode"] == "off"
+
+
+def test_through_proxies_patroni_keeps_to_the_addresses_it_is_given() -> None:
+    """Without use_proxies, Patroni asks etcd for its members' own addresses and goes around
+    the proxies of the etcd link."""
+    proxies = ["127.0.0.1:30000", "127.0.0.1:30001", "127.0.0.1:30002"]
+    config = json.loads(patroni_config("n1", proxies, "on", 30, through_proxies=True))
+    assert config["etcd3"] == {"hosts": proxies, "use_proxies": True}
+    direct = json.loads(patroni_config("n1", ["n4:2379"], "on", 30))
+    assert "use_proxies" not in direct["etcd3"]
 
 
 def test_the_loop_keeps_patronis_rule_for_any_ttl() -> None:

@@ -42,8 +42,8 @@ def test_each_replication_mode_names_the_standbys_postgres_waits_for() -> None:
     assert standby_names("sync", names) == "FIRST 1 (n1, n2, n3)"
     assert standby_names("quorum", names) == "ANY 1 (n1, n2, n3)"
     # the standby's name in synchronous_standby_names is the application_name it connects with
-    assert "application_name=n2" in upstream_conf("n1", "n2")
-    assert "host=n1 " in upstream_conf("n1", "n2")
+    assert "application_name=n2" in upstream_conf("n1", 5432, "n2")
+    assert "host=n1 port=5432 " in upstream_conf("n1", 5432, "n2")
 
 
 def test_the_kind_is_registered_with_its_options_checked() -> None:
