@@ -5,8 +5,9 @@ HTTP API over the `noxious` library), started as a process and driven through
 Toxiproxy's toxics, as this server has them (noxious's): latency (ms, jitter ms), bandwidth
 (KB/s), slow_close (delay ms), timeout (ms; 0 holds the data for ever), slicer (average_size,
 size_variation, delay µs), limit_data (bytes), on the upstream (client to server) or downstream
-stream. `reset_peer` is not among them: noxious 1.0.4 has no such toxic, and the server
-refuses it with 400, naming the toxics it has.
+stream; and reset_peer (timeout ms), which noxious 1.0.4 lacks and the server adds: while a
+proxy has it, the connections open through it are closed and every new one is reset (RST)
+once it has lived the timeout, its data forwarded until then.
 
 On a cluster, one server runs on each node (its API on API_PORT): a proxy of each port a
 client reaches listens on `proxy_port(port)` of the same node (nemesis.toxic puts them there),

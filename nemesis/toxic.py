@@ -13,7 +13,8 @@ name the toxic, its attributes, the stream and the link.
 The toxics (noxious's, with the amounts the schedule gives them): latency (200 ms ± 50),
 bandwidth (32 KB/s), slow_close (the close held 2 s), timeout (data stops, the connection is
 closed after 3 s), slicer (the data cut in pieces of 64 ± 32 bytes, 500 µs apart), limit_data
-(the connection cut after 64 KiB).
+(the connection cut after 64 KiB), reset_peer (each connection reset after 1 s; written in the
+server, as noxious has none).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ TOXICS: dict[str, dict[str, int]] = {
     "timeout": {"timeout": 3000},
     "slicer": {"average_size": 64, "size_variation": 32, "delay": 500},
     "limit_data": {"bytes": 64 * 1024},
+    "reset_peer": {"timeout": 1000},
 }
 STREAMS = ("upstream", "downstream")
 TOXIC_NAME = "harness"  # the one toxic a fault adds to each proxy

@@ -86,3 +86,25 @@ def test_limit_data_cuts_the_clients_connection(single: SingleCluster) -> None:
         cut.stop(single)
     with psycopg.connect(**params(ep), autocommit=True) as conn:
         assert len(conn.execute(big).fetchone()[0]) == 100000
+
+
+def test_reset_peer_resets_the_clients_connections(single: SingleCluster) -> None:
+    """Open connections are closed when it comes; a new one is reset once it has lived the
+    toxic's timeout; after the fault, connections work."""
+    (ep,) = nemesis.interposed(["toxic"], single, single.endpoints())
+    reset = ToxicFault("one", ["n1"], "reset_peer", "downstream", {"timeout": 1000})
+    conn = psycopg.connect(**params(ep), autocommit=True)
+    try:
+        reset.start(single)
+        with conn, pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+        later = psycopg.connect(**params(ep), autocommit=True)
+        began = time.monotonic()
+        with later, pytest.raises(psycopg.OperationalError):
+            while time.monotonic() - began < 5:
+                later.execute("SELECT pg_sleep(0.1)")
+        assert time.monotonic() - began >= 0.8
+    finally:
+        reset.stop(single)
+    with psycopg.connect(**params(ep), autocommit=True) as conn:
+        assert seconds(conn) < LATENCY_MS / 1000

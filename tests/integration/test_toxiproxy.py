@@ -1,7 +1,8 @@
 """harness-toxiproxy on loopback, driven through toxiproxy-python as Toxiproxy would be, and
 judged by its effect on real TCP connections to a real server behind it: a latency toxic delays a
-round trip by at least its latency, limit_data cuts a connection after its bytes, a disabled
-proxy refuses connections, and removing the toxics (or a reset) restores full speed."""
+round trip by at least its latency, limit_data cuts a connection after its bytes, reset_peer
+resets it, a disabled proxy refuses connections, and removing the toxics (or a reset) restores
+full speed."""
 
 from __future__ import annotations
 
@@ -99,6 +100,36 @@ def test_limit_data_cuts_the_connection_after_its_bytes(
     assert received(proxy.listen) == BLOB
 
 
+def test_reset_peer_resets_connections_after_its_timeout_until_removed(
+    toxiproxy: Toxiproxy, upstream: str
+) -> None:
+    """The toxic written here (noxious has none): a connection is reset by the peer, at once
+    or after the timeout with its data forwarded until then; removed, connections work."""
+    proxy = toxiproxy.create(upstream=upstream, name="rst", listen=f"127.0.0.1:{free_port()}")
+    host, port = proxy.listen.rsplit(":", 1)
+    proxy.add_toxic(type="reset_peer", attributes={"timeout": 0})
+    assert [t.type for t in proxy.toxics().values()] == ["reset_peer"]
+    with pytest.raises(ConnectionResetError):
+        round_trip(proxy.listen)
+    proxy.destroy_toxic("reset_peer_downstream")
+    assert round_trip(proxy.listen) < 1.0
+    proxy.add_toxic(type="reset_peer", name="later", attributes={"timeout": 600})
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        began = time.monotonic()
+        conn.sendall(b"ping")
+        assert conn.recv(16) == b"ping"  # forwarded while the timeout runs
+        with pytest.raises(ConnectionResetError):
+            while conn.recv(16):
+                pass
+        assert time.monotonic() - began >= 0.5
+    # a disabled proxy keeps the toxic, and refuses connections
+    with proxy.down(), pytest.raises(ConnectionRefusedError):
+        round_trip(proxy.listen)
+    assert set(proxy.toxics()) == {"later"}
+    toxiproxy.reset()
+    assert proxy.toxics() == {} and round_trip(proxy.listen) < 1.0
+
+
 def test_a_disabled_proxy_refuses_connections_until_enabled(
     toxiproxy: Toxiproxy, upstream: str
 ) -> None:
@@ -114,14 +145,14 @@ def test_a_disabled_proxy_refuses_connections_until_enabled(
 
 def test_the_api_answers_as_toxiproxy_does(toxiproxy: Toxiproxy, upstream: str) -> None:
     """Toxiproxy's status codes, which toxiproxy-python turns into its exceptions, and a toxic
-    noxious lacks refused in one sentence that names those it has."""
+    the server lacks refused in one sentence that names those it has."""
     listen = f"127.0.0.1:{free_port()}"
     proxy = toxiproxy.create(upstream=upstream, name="api", listen=listen)
     assert set(toxiproxy.proxies()) == {"api"} and toxiproxy.get_proxy("api").listen == listen
     with pytest.raises(ProxyExists):
         toxiproxy.create(upstream=upstream, name="api", listen=f"127.0.0.1:{free_port()}")
-    with pytest.raises(InvalidToxic, match=r"reset_peer.*latency, bandwidth"):
-        proxy.add_toxic(type="reset_peer", attributes={"timeout": 0})
+    with pytest.raises(InvalidToxic, match=r"jitter.*latency, bandwidth.*reset_peer"):
+        proxy.add_toxic(type="jitter", attributes={"jitter": 10})
     with pytest.raises(InvalidToxic, match="toxicity"):
         proxy.add_toxic(type="latency", toxicity=2.0, attributes={"latency": 1})
     proxy.add_toxic(type="bandwidth", name="slow", toxicity=0.5, attributes={"rate": 10})

@@ -1,8 +1,9 @@
 //! A Toxiproxy server for the harness's connection faults: Toxiproxy's HTTP API (proxies,
 //! toxics, enable and disable, reset), so that `toxiproxy-python` and any other Toxiproxy
 //! client drive it unchanged, over the proxies and toxics of the `noxious` library (a Rust port
-//! of Toxiproxy whose own server is not published). What noxious does, it does: this file only
-//! keeps the registry of proxies and speaks the API.
+//! of Toxiproxy whose own server is not published). What noxious does, it does: this file
+//! keeps the registry of proxies and speaks the API, and adds the one toxic noxious 1.0.4
+//! lacks, `reset_peer` (see `Resetter`).
 //!
 //! Usage: harness-toxiproxy [--host 127.0.0.1] [--port 8474]
 
@@ -39,10 +40,83 @@ struct Running {
 }
 
 /// A proxy as the API knows it; its toxics are kept here too, so a disabled proxy keeps them.
+/// While it has a `reset_peer` toxic, the resetter listens in the runner's place.
 struct Entry {
     config: ProxyConfig,
     toxics: Vec<Toxic>,
+    reset_peer: Option<ResetPeer>,
     running: Option<Running>,
+    resetter: Option<Resetter>,
+}
+
+/// Toxiproxy's `reset_peer`: a connection is reset (TCP RST, "connection reset by peer") once
+/// it has lived `timeout` ms (at once for 0), its data forwarded until then.
+#[derive(Clone)]
+struct ResetPeer {
+    name: String,
+    stream: String,
+    toxicity: f64,
+    timeout: u64,
+}
+
+impl ResetPeer {
+    fn json(&self) -> Value {
+        json!({"name": self.name, "type": "reset_peer", "stream": self.stream,
+               "toxicity": self.toxicity, "attributes": {"timeout": self.timeout}})
+    }
+}
+
+/// Listens on a proxy's address in the noxious runner's place while the proxy has a
+/// `reset_peer` toxic: noxious has none, and the sockets of its runner's connections are its
+/// own, so the runner is stopped (its open connections closed) and every connection made
+/// meanwhile is reset after the toxic's timeout, its bytes forwarded to the upstream until then.
+struct Resetter {
+    stop: tokio::sync::watch::Sender<bool>,
+    done: tokio::task::JoinHandle<()>,
+}
+
+impl Resetter {
+    async fn start(config: &ProxyConfig, toxic: &ResetPeer) -> Result<Resetter, ApiError> {
+        let listener = tokio::net::TcpListener::bind(&config.listen).await.map_err(|e| {
+            ApiError(StatusCode::CONFLICT, format!("cannot listen on {}: {e}", config.listen))
+        })?;
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let upstream = config.upstream.clone();
+        let after = std::time::Duration::from_millis(toxic.timeout);
+        let done = tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    _ = stopped.changed() => return,
+                };
+                let Ok((client, _)) = accepted else { continue };
+                let upstream = upstream.clone();
+                let mut stopped = stopped.clone();
+                tokio::spawn(async move {
+                    let mut client = client;
+                    if !after.is_zero() {
+                        if let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await {
+                            let forward = tokio::io::copy_bidirectional(&mut client, &mut server);
+                            tokio::select! {
+                                _ = forward => {},
+                                _ = tokio::time::sleep(after) => {},
+                                _ = stopped.changed() => {},
+                            }
+                        }
+                    }
+                    // a zero linger makes the close a reset
+                    let _ = client.set_zero_linger();
+                    drop(client);
+                });
+            }
+        });
+        Ok(Resetter { stop, done })
+    }
+
+    async fn halt(self) {
+        let _ = self.stop.send(true);
+        let _ = self.done.await;
+    }
 }
 
 type Proxies = Arc<Mutex<BTreeMap<String, Entry>>>;
@@ -89,9 +163,39 @@ fn proxy_json(entry: &Entry) -> Value {
         "name": entry.config.name,
         "listen": entry.config.listen,
         "upstream": entry.config.upstream,
-        "enabled": entry.running.is_some(),
-        "toxics": entry.toxics.iter().map(toxic_json).collect::<Vec<_>>(),
+        "enabled": entry.running.is_some() || entry.resetter.is_some(),
+        "toxics": toxics_json(entry),
     })
+}
+
+fn toxics_json(entry: &Entry) -> Vec<Value> {
+    let mut shown: Vec<Value> = entry.toxics.iter().map(toxic_json).collect();
+    shown.extend(entry.reset_peer.iter().map(ResetPeer::json));
+    shown
+}
+
+/// The proxy listening as its toxics have it: noxious's runner, or the resetter while it has a
+/// `reset_peer` toxic.
+async fn listen(entry: &mut Entry) -> Result<(), ApiError> {
+    match &entry.reset_peer {
+        Some(toxic) => entry.resetter = Some(Resetter::start(&entry.config, toxic).await?),
+        None => entry.running = Some(start(&entry.config, &entry.toxics).await?),
+    }
+    Ok(())
+}
+
+/// The proxy not listening, its connections closed.
+async fn silence(entry: &mut Entry) {
+    if let Some(running) = entry.running.take() {
+        halt(running).await;
+    }
+    if let Some(resetter) = entry.resetter.take() {
+        resetter.halt().await;
+    }
+}
+
+fn enabled(entry: &Entry) -> bool {
+    entry.running.is_some() || entry.resetter.is_some()
 }
 
 fn split(toxics: &[Toxic]) -> Toxics {
@@ -176,7 +280,7 @@ async fn create_proxy(State(proxies): State<Proxies>, Json(body): Json<Value>) -
     }
     config.listen = resolve_listen(&config.listen)?;
     let running = if config.enabled { Some(start(&config, &[]).await?) } else { None };
-    let entry = Entry { config, toxics: Vec::new(), running };
+    let entry = Entry { config, toxics: Vec::new(), reset_peer: None, running, resetter: None };
     let shown = proxy_json(&entry);
     proxies.insert(entry.config.name.clone(), entry);
     Ok((StatusCode::CREATED, Json(shown)).into_response())
@@ -205,30 +309,24 @@ async fn update_proxy(
     if let Some(upstream) = text("upstream") {
         config.upstream = upstream;
     }
-    let enabled = match body.get("enabled") {
-        None => entry.running.is_some(),
+    let wanted = match body.get("enabled") {
+        None => enabled(entry),
         Some(value) => value.as_bool().ok_or_else(|| bad("enabled must be true or false"))?,
     };
     let moved = config != entry.config;
-    if let Some(running) = entry.running.take() {
-        if enabled && !moved {
-            entry.running = Some(running);
-        } else {
-            halt(running).await;
-        }
+    if !wanted || moved {
+        silence(entry).await;
     }
     entry.config = config;
-    if enabled && entry.running.is_none() {
-        entry.running = Some(start(&entry.config, &entry.toxics).await?);
+    if wanted && !enabled(entry) {
+        listen(entry).await?;
     }
     Ok(Json(proxy_json(entry)).into_response())
 }
 
 async fn delete_proxy(State(proxies): State<Proxies>, Path(name): Path<String>) -> Answer {
-    let entry = proxies.lock().await.remove(&name).ok_or_else(|| no_proxy(&name))?;
-    if let Some(running) = entry.running {
-        halt(running).await;
-    }
+    let mut entry = proxies.lock().await.remove(&name).ok_or_else(|| no_proxy(&name))?;
+    silence(&mut entry).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -240,8 +338,11 @@ async fn reset(State(proxies): State<Proxies>) -> Answer {
         for toxic in std::mem::take(&mut entry.toxics) {
             tell(entry, ToxicEventKind::RemoveToxic(toxic.name)).await?;
         }
-        if entry.running.is_none() {
-            entry.running = Some(start(&entry.config, &[]).await?);
+        if entry.reset_peer.take().is_some() {
+            silence(entry).await;
+        }
+        if !enabled(entry) {
+            listen(entry).await?;
         }
     }
     Ok(StatusCode::NO_CONTENT.into_response())
@@ -250,7 +351,7 @@ async fn reset(State(proxies): State<Proxies>) -> Answer {
 async fn list_toxics(State(proxies): State<Proxies>, Path(name): Path<String>) -> Answer {
     let proxies = proxies.lock().await;
     let entry = proxies.get(&name).ok_or_else(|| no_proxy(&name))?;
-    Ok(Json(entry.toxics.iter().map(toxic_json).collect::<Vec<_>>()).into_response())
+    Ok(Json(toxics_json(entry)).into_response())
 }
 
 /// A toxic from Toxiproxy's JSON, or one sentence saying why not (a type noxious lacks, a
@@ -260,7 +361,7 @@ fn parse_toxic(body: &Value) -> Result<Toxic, ApiError> {
     let mut toxic: Toxic = serde_json::from_value(body.clone()).map_err(|e| {
         bad(format!(
             "invalid toxic {kind:?}: {e} (this server offers noxious's toxics: latency, \
-             bandwidth, slow_close, timeout, slicer, limit_data, noop)"
+             bandwidth, slow_close, timeout, slicer, limit_data, noop, and reset_peer)"
         ))
     })?;
     if !(0.0..=1.0).contains(&toxic.toxicity) {
@@ -277,10 +378,13 @@ async fn create_toxic(
     Path(name): Path<String>,
     Json(body): Json<Value>,
 ) -> Answer {
+    if body.get("type").and_then(Value::as_str) == Some("reset_peer") {
+        return add_reset_peer(proxies, name, body).await;
+    }
     let toxic = parse_toxic(&body)?;
     let mut proxies = proxies.lock().await;
     let entry = proxies.get_mut(&name).ok_or_else(|| no_proxy(&name))?;
-    if entry.toxics.iter().any(|t| t.name == toxic.name) {
+    if has_toxic(entry, &toxic.name) {
         return Err(ApiError(StatusCode::CONFLICT, format!("toxic already exists: {}", toxic.name)));
     }
     tell(entry, ToxicEventKind::AddToxic(toxic.clone())).await?;
@@ -295,8 +399,8 @@ async fn show_toxic(
 ) -> Answer {
     let proxies = proxies.lock().await;
     let entry = proxies.get(&name).ok_or_else(|| no_proxy(&name))?;
-    let found = entry.toxics.iter().find(|t| t.name == toxic).ok_or_else(|| no_toxic(&toxic))?;
-    Ok(Json(toxic_json(found)).into_response())
+    let found = toxics_json(entry).into_iter().find(|t| t["name"] == toxic.as_str());
+    Ok(Json(found.ok_or_else(|| no_toxic(&toxic))?).into_response())
 }
 
 /// Toxiproxy's toxic update: the given fields (attributes merged) over the toxic's own; its
@@ -308,6 +412,18 @@ async fn update_toxic(
 ) -> Answer {
     let mut proxies = proxies.lock().await;
     let entry = proxies.get_mut(&name).ok_or_else(|| no_proxy(&name))?;
+    if let Some(reset_peer) = entry.reset_peer.as_mut().filter(|t| t.name == toxic) {
+        if let Some(timeout) = body.get("attributes").and_then(|a| a.get("timeout")) {
+            reset_peer.timeout =
+                timeout.as_u64().ok_or_else(|| bad("reset_peer's timeout is whole ms"))?;
+        }
+        let shown = reset_peer.json();
+        if enabled(entry) {
+            silence(entry).await;
+            listen(entry).await?;
+        }
+        return Ok(Json(shown).into_response());
+    }
     let at = entry.toxics.iter().position(|t| t.name == toxic).ok_or_else(|| no_toxic(&toxic))?;
     let mut merged = toxic_json(&entry.toxics[at]);
     if let Some(toxicity) = body.get("toxicity") {
@@ -332,10 +448,58 @@ async fn delete_toxic(
 ) -> Answer {
     let mut proxies = proxies.lock().await;
     let entry = proxies.get_mut(&name).ok_or_else(|| no_proxy(&name))?;
+    if entry.reset_peer.as_ref().is_some_and(|t| t.name == toxic) {
+        entry.reset_peer = None;
+        let was = enabled(entry);
+        silence(entry).await;
+        if was {
+            listen(entry).await?;
+        }
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
     let at = entry.toxics.iter().position(|t| t.name == toxic).ok_or_else(|| no_toxic(&toxic))?;
     tell(entry, ToxicEventKind::RemoveToxic(toxic)).await?;
     entry.toxics.remove(at);
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+fn has_toxic(entry: &Entry, name: &str) -> bool {
+    entry.toxics.iter().any(|t| t.name == name)
+        || entry.reset_peer.as_ref().is_some_and(|t| t.name == name)
+}
+
+/// `reset_peer`, which noxious lacks: the proxy's listener handed to a `Resetter` (its open
+/// connections closed) until the toxic is removed.
+async fn add_reset_peer(proxies: Proxies, name: String, body: Value) -> Answer {
+    let stream = body.get("stream").and_then(Value::as_str).unwrap_or("downstream").to_string();
+    if stream != "upstream" && stream != "downstream" {
+        return Err(bad(format!("stream {stream:?} is neither upstream nor downstream")));
+    }
+    let toxicity = body.get("toxicity").and_then(Value::as_f64).unwrap_or(1.0);
+    if toxicity != 1.0 {
+        return Err(bad("reset_peer here resets every connection: toxicity must be 1"));
+    }
+    let attributes = body.get("attributes").cloned().unwrap_or_else(|| json!({}));
+    let timeout = match attributes.get("timeout") {
+        None => 0,
+        Some(value) => value.as_u64().ok_or_else(|| bad("reset_peer's timeout is whole ms"))?,
+    };
+    let given = body.get("name").and_then(Value::as_str).unwrap_or("");
+    let toxic_name =
+        if given.is_empty() { format!("reset_peer_{stream}") } else { given.to_string() };
+    let mut proxies = proxies.lock().await;
+    let entry = proxies.get_mut(&name).ok_or_else(|| no_proxy(&name))?;
+    if has_toxic(entry, &toxic_name) || entry.reset_peer.is_some() {
+        return Err(ApiError(StatusCode::CONFLICT, format!("toxic already exists: {toxic_name}")));
+    }
+    let toxic = ResetPeer { name: toxic_name, stream, toxicity, timeout };
+    let shown = toxic.json();
+    entry.reset_peer = Some(toxic);
+    if enabled(entry) {
+        silence(entry).await;
+        listen(entry).await?;
+    }
+    Ok(Json(shown).into_response())
 }
 
 fn address() -> Result<SocketAddr, String> {
