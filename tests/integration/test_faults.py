@@ -201,8 +201,13 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = 15.0) -> An
 
 
 def probe(node: Node, what: str, host: str, *args: object) -> dict[str, Any]:
-    out = node.exec(f"python3 {PROBE_PATH} {what} {host} {' '.join(map(str, args))}").output
-    return json.loads(out.strip().splitlines()[-1])
+    cmd = f"python3 {PROBE_PATH} {what} {host} {' '.join(map(str, args))}"
+    # Docker's exec has been seen to hand back no output at all for a command that printed
+    # (with the local backend's tests running beside): asked again, it answers.
+    for _ in range(3):
+        if lines := node.exec(cmd).output.strip().splitlines():
+            return dict(json.loads(lines[-1]))
+    raise AssertionError(f"the probe on {node.name} printed nothing three times: {cmd}")
 
 
 @pytest.fixture(
@@ -528,10 +533,14 @@ def test_pause_stops_postgres_and_a_client_times_out(db: SingleCluster) -> None:
 def test_kill_removes_postgres_and_stop_restarts_it(db: SingleCluster) -> None:
     node, ep = db.nodes[0], db.endpoints()[0]
     before = set(postgres_states(node))
+    postmaster = int(node.exec(f"head -1 {pg.PGDATA}/postmaster.pid").output.split()[0])
     fault = Kill("primaries", None)
     value = fault.start(db)
     assert value["targets"] == ["n1"]
-    assert set(value["killed"]["n1"]["postgres"]) == before
+    # the postmaster and its own processes; a backend may come or go between the look and
+    # the kill (a client's connection closing), so the sets need not be equal
+    killed = set(value["killed"]["n1"]["postgres"])
+    assert postmaster in killed and postmaster in before
     assert postgres_states(node) == {}
     assert not connects(ep)
     assert fault.stop(db)["restarted"] == {"n1": ["postgres"]}
