@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the image module opens the engine's library: only the type 
 
 # Docker's rule for container names, which embed the cluster name; every backend keeps to it.
 CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+READ_TRIES = 3  # how often `Node.read` asks a command that must print and printed nothing
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,19 @@ class Node(ABC):
         if check and result.code != 0:
             raise NodeCommandError(self.name, cmd, result)
         return ExecResult(0, "") if detach and result.code == 0 else result
+
+    def read(self, cmd: str) -> str:
+        """The output of a command that always prints something (a process table, a shell's own
+        pid): Docker's exec has been seen to hand back no output at all for such a command on
+        a loaded machine (docker/docker-py#2042), which a caller would take for an empty
+        table, so an empty answer is asked again, READ_TRIES times in all. The command must
+        be safe to run twice."""
+        out = ""
+        for _ in range(READ_TRIES):
+            out = self.exec(cmd).output
+            if out.strip():
+                break
+        return out
 
     @abstractmethod
     def _shell(self, cmd: str, user: str, env: dict[str, str], detach: bool) -> ExecResult:
@@ -121,7 +135,10 @@ class Node(ABC):
         """Send signal `sig` (e.g. "KILL", "STOP") to the processes whose command line matches."""
         # The `sh -c` that runs pgrep has the pattern in its own command line, so pgrep -f
         # matches it too: it prints its pid ($$) first, and that pid is left out.
-        found = self.exec(f"echo $$; pgrep -f -- {shell_quote(pattern)} || true").output.split()
+        cmd = f"echo $$; pgrep -f -- {shell_quote(pattern)} || true"
+        found = self.read(cmd).split()
+        if not found:
+            raise NodeCommandError(self.name, cmd, ExecResult(0, "(no output, every time)"))
         shell, *rest = found
         pids = [int(p) for p in rest if p.isdigit() and p != shell]
         if pids:

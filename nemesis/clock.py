@@ -112,6 +112,13 @@ def write_offset(node: Node, spec: str) -> None:
     )
 
 
+def offset_set(node: Node) -> str:
+    """The offset the node's clock is set to ("" when none was ever set)."""
+    # prefixed, so that an answer that came back empty is known lost and asked again
+    said = node.read(f"echo offset: $(cat {CLOCK_FILE} 2>/dev/null)")
+    return said.strip().removeprefix("offset:").strip()
+
+
 def heal(node: Node) -> list[str]:
     """Stop any strobe, set the offset back to zero, remove libfaketime's leftovers from killed
     processes; returns what it did. Stateless."""
@@ -120,7 +127,7 @@ def heal(node: Node) -> list[str]:
     if strobes:
         send(node, strobes, "KILL")
         done.append("stopped the clock strobe")
-    current = node.exec(f"cat {CLOCK_FILE} 2>/dev/null || true").output.strip()
+    current = offset_set(node)
     if current not in ("", "+0"):
         write_offset(node, "+0")
         done.append(f"reset the clock offset {current} to +0")

@@ -90,11 +90,11 @@ class Packet(Fault):
 
 def device(node: Node) -> str:
     """The interface that holds the node's own cluster address (else the default route's)."""
-    out = node.exec(
+    out = node.read(  # the default route's interface at least: empty only if the answer was lost
         iptables.RESOLVE + f'a=$(addr "{node.name}" 2>/dev/null) || true\n'
         'ip -o -4 addr show | awk -v a="$a" \'{split($4, p, "/"); if (p[1] == a) print $2}\'\n'
         "ip -o -4 route show default | awk '{print $5}'\n"
-    ).output.split()
+    ).split()
     devices = [d for d in out if d != "lo"]
     if not devices:
         raise InfraError(f"no network interface found on {node.name} for the packet fault")
@@ -172,7 +172,7 @@ def heal(node: Node) -> list[str]:
         except InfraError:
             send(node, delayers, "KILL")
         done.append("stopped the packet delayer")
-    for line in node.exec("tc qdisc show").output.splitlines():
+    for line in node.read("tc qdisc show").splitlines():  # lo's qdisc at least: never empty
         if m := re.match(rf"qdisc (\S+) {HANDLE} dev (\S+) root", line):
             node.exec(f"tc qdisc del dev {m.group(2)} root")
             done.append(f"removed {m.group(1)} qdisc on {m.group(2)}")

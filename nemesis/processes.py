@@ -28,7 +28,7 @@ class Proc:
 
 
 def process_table(node: Node) -> list[Proc]:
-    out = node.exec("ps -e -ww -o pid=,ppid=,stat=,args=").output
+    out = node.read("ps -e -ww -o pid=,ppid=,stat=,args=")  # ps lists itself: never empty
     procs = []
     for line in out.splitlines():
         fields = line.split(None, 3)

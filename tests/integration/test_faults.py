@@ -29,13 +29,13 @@ from rich.console import Console
 from clusters.backend import Backend, Node
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import ClusterKind, KindOption
-from clusters.kinds.on_node import CLOCK_FILE, ensure_clock_file, under_faketime
+from clusters.kinds.on_node import ensure_clock_file, under_faketime
 from clusters.kinds.single import SingleCluster
 from core.endpoint import Endpoint
 from core.errors import BadInput
 from core.history import HistoryWriter
 from nemesis import build, grudges, heal_nodes, packet
-from nemesis.clock import Clock
+from nemesis.clock import Clock, offset_set
 from nemesis.grudges import Grudge
 from nemesis.kill import Kill
 from nemesis.packet import Packet
@@ -79,7 +79,9 @@ import json, socket, statistics, sys, threading, time
 
 def tcp(host):
     try:
-        with socket.create_connection((host, {PORT}), timeout=1.0) as s:
+        # 2.5 s covers one lost SYN (retried after 1 s) and a slow echo on a loaded machine:
+        # a link that is cut fails however long it is given.
+        with socket.create_connection((host, {PORT}), timeout=2.5) as s:
             s.sendall(b"x")
             return {{"ok": s.recv(1) == b"x"}}
     except OSError as e:
@@ -279,8 +281,8 @@ def db(single: SingleCluster) -> Iterator[SingleCluster]:
 
 def reachable(nodes: list[Node]) -> dict[tuple[str, str], bool]:
     """(from, to) → a TCP exchange works, for every ordered pair, probed all at once. A pair
-    that fails is probed once more: on a loaded machine a reachable peer may miss the probe's
-    second, and a cut link fails both times."""
+    that fails is probed once more: on a loaded machine a reachable peer may miss a probe's
+    wait, and a cut link fails both times."""
     by_name = {n.name: n for n in nodes}
     pairs = list(permutations(by_name, 2))
     seen: dict[tuple[str, str], bool] = {}
@@ -627,14 +629,13 @@ def traces(node: Node) -> list[str]:
         found.append("iptables chain")
     if any(p.state.startswith("T") for p in process_table(node)):
         found.append("stopped process")
-    offset = node.exec(f"cat {CLOCK_FILE} 2>/dev/null || true").output.strip()
-    if offset not in ("", "+0"):
-        found.append(f"clock offset {offset}")
+    if (set_to := offset_set(node)) not in ("", "+0"):
+        found.append(f"clock offset {set_to}")
     live = {str(p.pid) for p in process_table(node)}
     shm = node.exec("ls /dev/shm | grep faketime || true").output.split()
     if [f for f in shm if f.rsplit("_", 1)[-1] not in live]:
         found.append("faketime shared memory of a dead process")
-    if packet.HANDLE in node.exec("tc qdisc show").output:
+    if packet.HANDLE in node.read("tc qdisc show"):
         found.append("qdisc")
     procs = process_table(node)
     if tree(procs, re.escape(packet.DELAYER_PATH)) or tree(procs, "clock-strobe"):

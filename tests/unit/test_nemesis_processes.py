@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clusters.backend import ExecResult, Node
+import pytest
+
+from clusters.backend import ExecResult, Node, NodeCommandError
 from nemesis.processes import Proc, continue_stopped, kill_tree, process_table, tree
 
 PS = """\
@@ -51,6 +53,35 @@ def test_the_process_table_is_parsed() -> None:
         40, 1, "Ss", "/usr/lib/postgresql/15/bin/postgres -D /var/lib/harness/pgdata"
     )
     assert len(procs) == 9
+
+
+class LossyNode(ScriptedNode):
+    """Hands back no output for its first `lost` commands, as Docker's exec has been seen to."""
+
+    def __init__(self, lost: int) -> None:
+        super().__init__()
+        self.lost = lost
+
+    def _shell(self, cmd: str, user: str, env: dict[str, str], detach: bool) -> ExecResult:
+        answer = super()._shell(cmd, user, env, detach)
+        if len(self.commands) <= self.lost:
+            return ExecResult(0, "")
+        return answer if cmd.startswith("ps ") else ExecResult(0, "12\n40\n41\n")
+
+
+def test_a_process_table_that_came_back_empty_is_asked_again() -> None:
+    node = LossyNode(lost=2)
+    assert len(process_table(node)) == 9
+    assert len(node.commands) == 3
+    assert process_table(LossyNode(lost=3)) == []  # READ_TRIES: an empty answer in the end
+
+
+def test_signal_asks_pgrep_again_and_leaves_out_its_own_shell() -> None:
+    node = LossyNode(lost=1)
+    assert node.signal("postgres", "STOP") == [40, 41]
+    assert node.commands[-1] == "kill -STOP 40 41"
+    with pytest.raises(NodeCommandError, match="no output"):
+        LossyNode(lost=3).signal("postgres", "STOP")
 
 
 def test_tree_is_the_match_and_its_live_descendants_parents_first() -> None:
