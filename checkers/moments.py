@@ -184,8 +184,8 @@ class Takeover(_Leaders):
 
 
 class CatchUp(_Leaders):
-    """A safekeeper of the current term holds less WAL than another already reports committed:
-    the leader is bringing it up to the log."""
+    """A safekeeper of the current term holds less WAL than the safekeepers had already reported
+    committed by the round before: the leader is bringing it up to the log."""
 
     name = "catch-up"
     about = "a safekeeper of the leader's term is behind the committed WAL and catching up"
@@ -193,14 +193,25 @@ class CatchUp(_Leaders):
     provoke = "follower"
     BEHIND = 8192  # bytes below the commit position: more than a record in flight
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.committed: int | None = None  # the highest commit position the rounds before showed
+
     @staticmethod
     def followers(r: Round) -> list[str]:
         return sorted(_keepers(r))
 
     def seen(self, r: Round) -> Roles | None:
+        """Behind is below what the round before already showed committed: a round's answers
+        are not one instant, and under load a keeper of the quorum that answered a moment
+        before another may look a few records short of the commit the other reports."""
         keepers = _keepers(r)
         top = max((s.term or 0 for s in keepers.values()), default=0)
-        commit = max((s.commit_lsn or 0 for s in keepers.values()), default=0)
+        commit = self.committed
+        now = max((s.commit_lsn or 0 for s in keepers.values()), default=0)
+        self.committed = max(commit or 0, now)
+        if commit is None:
+            return None
         current = {n: s for n, s in keepers.items() if s.term == top and top}
         behind = sorted(n for n, s in current.items() if (s.flush_lsn or 0) + self.BEHIND < commit)
         if not behind or not leading(r):
