@@ -51,10 +51,11 @@ def writable(kind: PatroniCluster) -> list[str]:
 
 
 def settled(kind: PatroniCluster) -> str | None:
-    """The leader, once it alone takes writes, every other member runs as a replica and one of
-    them is named synchronous (strict mode promotes no other: a kill before Patroni names one
-    leaves the cluster without a primary, as it should)."""
-    leader = kind.leader()
+    """The leader, once it holds the leader key and alone takes writes, every other member runs
+    as a replica and one of them is named synchronous (strict mode promotes no other: a kill
+    before Patroni names one leaves the cluster without a primary, as it should)."""
+    leader = kind.leader_key()  # not the writable member alone: a primary that kept serving
+    # while its key expired (failsafe mode, cut off from etcd) is demoted if another takes it
     if leader is None or writable(kind) != [leader] or kind.sync_standby() in (None, leader):
         return None
     others = [kind.rest(n) for n in kind.members() if n.name != leader]
