@@ -95,7 +95,10 @@ def test_limit_data_cuts_the_connection_after_its_bytes(
     proxy = toxiproxy.create(upstream=upstream, name="blob", listen=f"127.0.0.1:{free_port()}")
     assert received(proxy.listen) == BLOB
     proxy.add_toxic(type="limit_data", attributes={"bytes": 1000})
-    assert received(proxy.listen) == 1000
+    # Never more than its bytes through. In a loaded CI run noxious 1.0.4 once cut the first
+    # connection after the toxic was added before any of them: a few tries must show the 1000.
+    tries = [received(proxy.listen) for _ in range(3)]
+    assert max(tries) == 1000, tries
     proxy.destroy_toxic("limit_data_downstream")
     assert received(proxy.listen) == BLOB
 
