@@ -88,6 +88,7 @@ from core.polls import (
     SafekeeperPoll,
     StreamingPoll,
     TarantoolPoll,
+    lsn_text,
     read_rounds,
 )
 
@@ -95,12 +96,9 @@ NS_PER_S = 1e9
 SETTLE_S = 10.0  # after a fault heals, twice the failover timeout for the cluster to settle
 QUIET_SPAN_S = 20.0
 MOST_QUIET_TERMS = 3  # the correct cluster began none in quiet time; a duel begins two a second
+RECOVERY_S = 90.0  # after the last heal, how long a correct cluster may take to be whole again
 MOST_NAMED = 10  # acknowledged writes listed in one anomaly (its count says how many in all)
 Anomaly = dict[str, Any]
-
-
-def lsn_text(lsn: int) -> str:
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 @dataclass
@@ -749,6 +747,66 @@ class LeaderKeyHeld(Rule):
                     ),
                 }
             )
+
+
+class Timelines(Rule):
+    """Postgres under a failover manager (Patroni) or an operator: a promotion begins a new
+    timeline, so at most one member takes writes on a timeline at once (`two-writable-in-
+    timeline`), and the cluster's timeline never goes back: once a member took writes on a
+    timeline, none takes writes on an older one while none takes them on a newer one
+    (`timeline-backwards`: clients writing to a deposed history that outlived its successor).
+    Only writable members are read: a standby's timeline lags its upstream's by design."""
+
+    name = "timelines"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.newest: tuple[int, str, int] | None = None  # timeline, member, when first seen
+        self.told: set[tuple[str, int]] = set()
+
+    def observe(self, r: Round) -> None:
+        writable: dict[int, list[str]] = {}
+        for n, s in _of(r.nodes, StreamingPoll).items():
+            if s.writable and s.timeline is not None:
+                writable.setdefault(s.timeline, []).append(n)
+        for timeline, members in sorted(writable.items()):
+            if len(members) > 1 and ("two", timeline) not in self.told:
+                self.told.add(("two", timeline))
+                who = " and ".join(sorted(members))
+                self.found.append(
+                    {
+                        "type": "two-writable-in-timeline",
+                        "window_ns": [r.time, r.time],
+                        "nodes": sorted(members),
+                        "explanation": (
+                            f"at {r.time / NS_PER_S:.1f} s {who} each took writes on timeline "
+                            f"{timeline}: a promotion begins a new timeline, so one of them was "
+                            "never promoted"
+                        ),
+                    }
+                )
+        if not writable:
+            return
+        top = max(writable)
+        if self.newest is not None and top < self.newest[0]:
+            old, member, since = self.newest
+            if ("back", top) not in self.told:
+                self.told.add(("back", top))
+                self.found.append(
+                    {
+                        "type": "timeline-backwards",
+                        "window_ns": [since, r.time],
+                        "nodes": [*sorted(writable[top]), member],
+                        "explanation": (
+                            f"at {r.time / NS_PER_S:.1f} s only {', '.join(sorted(writable[top]))} "
+                            f"took writes, on timeline {top}, after {member} had taken writes on "
+                            f"timeline {old} (from {since / NS_PER_S:.1f} s): the cluster's "
+                            "history went back to one a promotion had ended"
+                        ),
+                    }
+                )
+        if self.newest is None or top > self.newest[0]:
+            self.newest = (top, min(writable[top]), r.time)
 
 
 class QuietElections(Rule):

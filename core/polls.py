@@ -23,6 +23,11 @@ import msgspec
 COORDINATION = "zookeeper"
 
 
+def lsn_text(lsn: int) -> str:
+    """An LSN as Postgres writes it."""
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
 class Record(msgspec.Struct, tag_field="record", forbid_unknown_fields=True, frozen=True):
     """A node's account of itself in one poll."""
 

@@ -27,7 +27,12 @@ from typing import Any
 
 import requests
 
-from checkers.cluster_state import DeposedAcknowledged, LeaderKeyHeld, QuietElections, lsn_text
+from checkers.cluster_state import (
+    DeposedAcknowledged,
+    LeaderKeyHeld,
+    QuietElections,
+    Timelines,
+)
 from checkers.moments import KeyTaken, Rejoining, StandbyBehind
 from clusters.backend import Node
 from clusters.image import PATRONI_IMAGE
@@ -43,7 +48,7 @@ from clusters.kinds.on_node import (
 )
 from clusters.kinds.streaming import READ_FROM_OPTION, StandbyReads, node_state, reading_endpoints
 from core.endpoint import Endpoint
-from core.polls import COORDINATION, LeaderKeyPoll, PatroniPoll, Record
+from core.polls import COORDINATION, LeaderKeyPoll, PatroniPoll, Record, lsn_text
 
 DEFAULT_MEMBERS = 3
 ETCD_SERVERS = 3
@@ -200,7 +205,7 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
     )
     collected = (pg.LOG_DIR, CONFIG)
     poll_records = (PatroniPoll, LeaderKeyPoll)
-    state_rules = (DeposedAcknowledged, LeaderKeyHeld, QuietElections)
+    state_rules = (DeposedAcknowledged, LeaderKeyHeld, Timelines, QuietElections)
     moments = (KeyTaken, Rejoining, StandbyBehind)
 
     @classmethod

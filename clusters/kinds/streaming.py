@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from checkers.cluster_state import DeposedAcknowledged, QuietElections, lsn_text
+from checkers.cluster_state import DeposedAcknowledged, QuietElections, Timelines
 from checkers.moments import LeaderChanged, StandbyBehind
 from clusters.backend import Node
 from clusters.kinds import postgres as pg
@@ -28,7 +28,7 @@ from clusters.kinds.links import Link
 from clusters.kinds.on_node import failover_endpoint, wait_until
 from core.endpoint import Endpoint
 from core.errors import InfraError
-from core.polls import Record, StreamingPoll
+from core.polls import Record, StreamingPoll, lsn_text
 
 DEFAULT_REPLICAS = 2
 PROMOTE_WAIT_S = 30  # how long pg_promote may take before the operator gives up
@@ -179,7 +179,7 @@ class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
     )
     collected = (pg.LOG_DIR, f"{pg.PGDATA}/conf.d")
     poll_records = (StreamingPoll,)
-    state_rules = (DeposedAcknowledged, QuietElections)
+    state_rules = (DeposedAcknowledged, Timelines, QuietElections)
     moments = (LeaderChanged, StandbyBehind)
     links = (TO_UPSTREAM,)
 

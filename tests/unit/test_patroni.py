@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 import nemesis
-from checkers.cluster_state import DeposedAcknowledged, LeaderKeyHeld, check
+from checkers.cluster_state import DeposedAcknowledged, LeaderKeyHeld, Timelines, check
 from clusters.kinds.patroni import PatroniCluster, etcd_command, loop_of, patroni_config
 from clusters.kinds.streaming import StreamingCluster
 from clusters.registry import cluster_kind
@@ -139,9 +139,12 @@ def _key_rounds(tmp_path: Path, writable_n1_until: float, key: list[str | None])
         nodes["n1"] = PatroniPoll(writable=i <= writable_n1_until, timeline=1)
         nodes["n2"] = PatroniPoll(writable=i >= 3, standby=i < 3, timeline=2 if i >= 3 else 1)
         rounds.append(Round(time=i * S, nodes=nodes))
-    polls = tmp_path / "cluster.jsonl"
-    polls.write_bytes(b"".join(encode_round(r) + b"\n" for r in rounds))
-    return str(polls)
+    return _polls_file(tmp_path / "cluster.jsonl", rounds)
+
+
+def _polls_file(path: Path, rounds: list[Round]) -> str:
+    path.write_bytes(b"".join(encode_round(r) + b"\n" for r in rounds))
+    return str(path)
 
 
 def test_a_primary_writable_past_the_ttl_while_the_key_names_another_is_named(
@@ -180,3 +183,54 @@ def test_patroni_and_its_postgres_are_killed_alone_by_packages_of_their_own() ->
     assert {f.plan()["target"] for f in faults} == {"primaries", "one"}  # type: ignore[union-attr]
     on_patroni = [p.name for p in nemesis.packages(["all"], 6, False, True, kind=PatroniCluster)]
     assert {"kill-postgres", "kill-patroni"} <= set(on_patroni)
+
+
+def _timeline_rounds(tmp_path: Path, states: list[dict[str, tuple[bool, int]]]) -> str:
+    """A round a second, each member's (writable, timeline) as `states` give them."""
+    rounds = [
+        Round(
+            time=i * S,
+            nodes={
+                n: PatroniPoll(writable=w, standby=not w, timeline=tl) for n, (w, tl) in s.items()
+            },
+        )
+        for i, s in enumerate(states)
+    ]
+    return _polls_file(tmp_path / "timelines.jsonl", rounds)
+
+
+def test_a_failover_and_a_killed_patronis_orphan_beside_the_new_primary_keep_timelines(
+    tmp_path: Path,
+) -> None:
+    """suite-off at seed 0: n3, primary on timeline 4, lost its Patroni and went on taking
+    writes; n1 was promoted onto timeline 5 beside it (the leader-key rule names that). The
+    timelines still went forward, one writable member on each; a standby lagging on an older
+    timeline (n3 rewound, not yet replaying timeline 5) is no member taking writes."""
+    polls = _timeline_rounds(tmp_path, [
+        {"n1": (False, 4), "n3": (True, 4)},
+        {"n1": (True, 5), "n3": (True, 4)},
+        {"n1": (True, 5), "n3": (False, 4)},
+        {"n1": (True, 5), "n3": (False, 5)},
+    ])  # fmt: skip
+    assert check([], polls, rules=(Timelines,))["valid"] is True
+
+
+def test_two_members_writable_on_one_timeline_or_a_timeline_gone_back_are_named(
+    tmp_path: Path,
+) -> None:
+    two = _timeline_rounds(tmp_path, [{"n1": (True, 2), "n2": (True, 2)}] * 3)
+    result = check([], two, rules=(Timelines,))
+    assert result["anomaly_types"] == ["two-writable-in-timeline"]
+    (anomaly,) = result["anomalies"]  # once for the timeline, however long it lasts
+    assert "n1 and n2 each took writes on timeline 2" in anomaly["explanation"]
+    back = _timeline_rounds(tmp_path, [
+        {"n1": (True, 1), "n2": (False, 1)},
+        {"n1": (True, 1), "n2": (True, 2)},
+        {"n1": (True, 1), "n2": (False, None)},  # the new primary killed, the old one serving
+    ])  # fmt: skip
+    result = check([], back, rules=(Timelines,))
+    assert result["anomaly_types"] == ["timeline-backwards"]
+    assert (
+        "only n1 took writes, on timeline 1, after n2 had taken writes on timeline 2"
+        in (result["anomalies"][0]["explanation"])
+    )
