@@ -27,8 +27,8 @@ standby that received the most WAL promoted, the deposed primary rewound into a 
 fault's end (nemesis.promote). On a kind whose manager switches over on request (`patroni`):
 `switchover` (nemesis.switchover). On any kind, `toxic`: Toxiproxy's toxics on the clients'
 connections or on a link the kind declares between its daemons (a compute's proxy to the
-safekeepers, a standby to its primary, Patroni to etcd; nemesis.toxic; not in `all` yet). `all`
-has each where it applies. See `nemesis.schedule` for the schedule and the history events.
+safekeepers, a standby to its primary, Patroni to etcd; nemesis.toxic). `all` has each where it
+applies. See `nemesis.schedule` for the schedule and the history events.
 """
 
 from __future__ import annotations
@@ -139,7 +139,8 @@ ALIASES = {f"{fault}-zookeeper": f"{fault}-dcs" for fault in ("partition", "kill
 NEEDING = {name: p.needs for name, p in PACKAGES.items() if p.needs is not None}
 NONE = "none"
 ALL = "all"
-EVERY_KIND = ("partition", "kill", "pause", "clock", "packet", "power")  # what `all` means
+# what `all` means: each fault kind, connection faults (`toxic`) among them
+EVERY_KIND = ("partition", "kill", "pause", "clock", "packet", "power", "toxic")
 # ... and, as packages of their own, the faults aimed at whoever leads when they start: drawn as
 # one kind among many, a partition of the leader came once in 36 faults, yet deposing
 # the leader is what a failover cluster must survive (Jepsen aims at primaries as often).
@@ -274,8 +275,9 @@ def build(
 
 def interposes(names: list[str]) -> bool:
     """Whether one of the packages acts on proxies between the clients and the nodes (the
-    nodes must then publish the proxies' ports)."""
-    return any(PACKAGES[n].interposes for n in (ALIASES.get(n, n) for n in names) if n in PACKAGES)
+    nodes must then publish the proxies' ports); `all` has `toxic`, which does."""
+    chosen = [ALIASES.get(n, n) for n in names]
+    return any(PACKAGES[n].interposes for n in chosen if n in PACKAGES) or ALL in chosen
 
 
 def interposed(names: list[str], cluster: ClusterKind, endpoints: list[Endpoint]) -> list[Endpoint]:

@@ -87,14 +87,14 @@ def test_the_package_is_bound_to_the_kinds_moments_and_joins_all() -> None:
 
 
 def test_in_all_the_aimed_package_is_drawn_once_for_each_moment_of_the_kind() -> None:
-    """Four moments: four of the thirteen entries `all` draws among on five nodes without
+    """Four moments: four of the fourteen entries `all` draws among on five nodes without
     power are aimed, so about two of a 120 s run's six faults are; `--nemesis aimed` alone is
     one entry."""
     moments = (TermWon, Takeover, CatchUp, Rebuild)
     entries = [p.name for p in nemesis.packages(["all"], 5, power=False, moments=moments)]
-    assert entries.count("aimed") == 4 and len(entries) == 13
+    assert entries.count("aimed") == 4 and len(entries) == 14
     steps = list(islice(plan(nemesis.packages(["all"], 5, False, False, moments), NODES, 0, 10.0),
                         1400))  # fmt: skip
     share = sum(isinstance(s.fault, Aimed | Seed003) for s in steps) / len(steps)
-    assert 0.26 < share < 0.36, share  # 4 / 13
+    assert 0.24 < share < 0.34, share  # 4 / 14
     assert [p.name for p in nemesis.packages(["aimed"], 5, moments=moments)] == ["aimed"]

@@ -52,8 +52,9 @@ def test_only_a_package_that_acts_on_proxies_puts_them_in_place() -> None:
     eps = [Endpoint("n1", "127.0.0.1", 5432, "db", "u")]
     assert nemesis.interposed(["partition", "kill"], None, eps) is eps  # type: ignore[arg-type]
     assert nemesis.PACKAGES["toxic"].interposes
-    assert nemesis.interposes(["kill", "toxic"]) and not nemesis.interposes(["all", "packet"])
-    assert "toxic" not in [p.name for p in nemesis.packages(["all"], 5)]
+    assert nemesis.interposes(["kill", "toxic"]) and not nemesis.interposes(["kill", "packet"])
+    assert nemesis.interposes(["all"]) and nemesis.interposes(["packet", "all"])
+    assert "toxic" in [p.name for p in nemesis.packages(["all"], 1, power=False)]
 
 
 def test_an_endpoint_is_rewritten_host_by_host_with_its_node_names() -> None:
