@@ -50,6 +50,10 @@ The rules:
   generation they were made primary): a write was acknowledged through a peer as primary of one
   generation though it began after a write of a later generation had been acknowledged through
   another.
+- `Recovery`, `not-recovered`: RECOVERY_S after the last fault healed, no poll had found the
+  cluster whole: each member answering and back to full strength as its record says (a
+  safekeeper holding the WAL up to the commit position, a compute a standby or the serving
+  primary), and one member serving. The runner waits for that at the end of a run.
 - `QuietElections`, `elections-without-faults`: more than MOST_QUIET_TERMS terms (or
   generations) began within QUIET_SPAN_S seconds while no fault was in place nor had healed in
   the last SETTLE_S seconds: proposers that keep deposing each other. The count is the term's
@@ -865,6 +869,67 @@ class QuietElections(Rule):
                 }
             )
         return found
+
+
+def missing(nodes: dict[str, Record], members: Iterable[str]) -> list[str]:
+    """What keeps a round from showing the cluster whole: each member that does not answer or
+    says it is behind (`Record.behind`), and no member leading; [] when it is whole. The
+    coordination service's entry is not a member."""
+    nodes = {n: s for n, s in nodes.items() if n != COORDINATION}
+    members = set(members) - {COORDINATION}
+    why = [f"{m}: it does not answer" for m in sorted(set(members) - set(nodes))]
+    why += [f"{n}: {b}" for n, s in sorted(nodes.items()) if (b := s.behind(nodes))]
+    if not any(s.leads() for s in nodes.values()):
+        why.append("no member serves clients")
+    return why
+
+
+class Recovery(Rule):
+    """`not-recovered`: after the last fault healed, RECOVERY_S went by and no poll found the
+    cluster whole (every member answering and back to full strength, one serving). A cluster
+    whose every write is safe may still leave a member behind for good, one more failure from
+    an outage: a liveness bug that no history of reads and writes shows. The runner waits at the
+    end of a run until a poll finds the cluster whole, for RECOVERY_S at most; a run that ended
+    sooner (interrupted) is not judged."""
+
+    name = "recovery"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.members: set[str] = set()
+        self.seen: list[tuple[float, list[str]]] = []  # each round's poll time (s), what it lacks
+        self.recovered_s: float | None = None  # from the last heal to the first whole round
+
+    def observe(self, r: Round) -> None:
+        self.members |= set(r.nodes)
+        sent = (r.time if r.begun is None else r.begun) / NS_PER_S
+        self.seen.append((sent, missing(r.nodes, self.members)))
+
+    def report(self, evidence: Evidence) -> list[Anomaly]:
+        healed = max((end for _, end in evidence.windows), default=0.0)
+        after = [(t, why) for t, why in self.seen if t >= healed]
+        whole = next((t for t, why in after if not why), None)
+        if whole is not None:
+            self.recovered_s = whole - healed
+            return []
+        if not after or after[-1][0] - healed < RECOVERY_S:
+            return []
+        last, why = after[-1]
+        return [
+            {
+                "type": "not-recovered",
+                "window_ns": [healed * NS_PER_S, last * NS_PER_S],
+                "missing": why,
+                "explanation": (
+                    f"the last fault healed at {healed:.1f} s and no poll in the "
+                    f"{last - healed:.0f} s after it found the cluster whole; at the last, "
+                    f"{'; '.join(why)}: a correct cluster left alone comes back whole"
+                ),
+            }
+        ]
+
+    def figures(self) -> dict[str, Any]:
+        return {} if self.recovered_s is None else {"recovered_s": round(self.recovered_s, 1)}
 
 
 def divergence(collected: dict[str, Any]) -> list[Anomaly]:

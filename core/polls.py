@@ -46,6 +46,11 @@ class Record(msgspec.Struct, tag_field="record", forbid_unknown_fields=True, fro
         """The newest term (or generation) the node says it knows of, where it says one."""
         return None
 
+    def behind(self, nodes: dict[str, Record]) -> str | None:
+        """Why the node is not yet back to full strength, judged beside the round's other
+        records (`nodes`); None when it is, or when its kind says nothing of that."""
+        return None
+
 
 class ComputePoll(Record, tag="compute"):
     """A compute node of the safekeeper cluster: its agent's role, whether it serves clients,
@@ -72,6 +77,16 @@ class ComputePoll(Record, tag="compute"):
     def term_seen(self) -> int | None:
         return self.term
 
+    def behind(self, nodes: dict[str, Record]) -> str | None:
+        """Whole is a standby, or the primary serving its own writes."""
+        if self.role == "standby" or (self.role == "primary" and self.serving):
+            if self.taking_writes is False:
+                return "it serves but still holds an earlier leader's transactions"
+            return None
+        if self.role == "primary":
+            return "it is the primary but does not serve"
+        return f"its agent is {self.role}" if self.role else "its agent has no role"
+
 
 class SafekeeperPoll(Record, tag="safekeeper"):
     """A safekeeper: its term and the proposer it voted for in it, its term history ([term,
@@ -89,6 +104,17 @@ class SafekeeperPoll(Record, tag="safekeeper"):
 
     def term_seen(self) -> int | None:
         return self.term
+
+    def behind(self, nodes: dict[str, Record]) -> str | None:
+        """Whole holds the WAL up to the highest commit position any safekeeper reports."""
+        commit = max(
+            (s.commit_lsn or 0 for s in nodes.values() if isinstance(s, SafekeeperPoll)),
+            default=0,
+        )
+        flush = self.flush_lsn or 0
+        if flush >= commit:
+            return None
+        return f"its WAL ends at {lsn_text(flush)}, below the commit position {lsn_text(commit)}"
 
     def term_starts(self) -> list[list[int]]:
         """Where each term's log starts: the term history, or in the epoch variant the term last

@@ -237,10 +237,12 @@ def print_verdict(console: Console, results: dict[str, Any], out_dir: Path) -> N
             summary += [f"{name}: {kind}" for kind in checker.get("anomaly_types", [])]
     for note in results.get("notes", []):
         console.print(f"[yellow]note:[/] {note}")
-    table = (results["checkers"].get("cluster-state") or {}).get("moments") or []
-    if table:
+    state = results["checkers"].get("cluster-state") or {}
+    if table := state.get("moments") or []:
         counts = ", ".join(f"{row['moment']} {times_reached(row)}" for row in table)
         console.print(f"moments reached: {counts}")
+    if (recovered := state.get("recovered_s")) is not None:
+        console.print(f"whole again {recovered:.1f} s after the last fault healed")
     console.print(
         f"[bold {colour}]{results['verdict']}[/]"
         + (f" ({'; '.join(summary)})" if summary else "")

@@ -23,11 +23,22 @@ class PollRecorder:
     ) -> None:
         self.poll, self.clock, self.path = poll, clock, path
         self.rounds = 0
+        self.latest: Round | None = None  # the newest poll's, written or not
+        self.members: set[str] = set()  # every node some poll heard from
 
     def run(self, stop: threading.Event) -> None:
-        """Poll until `stop` is set; each line is flushed as it is written."""
-        last: dict[str, Record] | None = None
+        """Poll until `stop` is set; each line is flushed as it is written. The newest poll is
+        written at the end even when nothing changed: the file then says how the cluster stood
+        when the run ended, and how long it stood so."""
+        written: Round | None = None
         with self.path.open("ab") as f:
+
+            def write(r: Round) -> None:
+                nonlocal written
+                f.write(encode_round(r) + b"\n")
+                f.flush()
+                written = r
+
             while not stop.wait(INTERVAL):
                 begun = self.clock()
                 try:
@@ -36,9 +47,11 @@ class PollRecorder:
                     log.warning("polling the cluster failed: %s", e)
                     continue
                 self.rounds += 1
-                if state and state != last:
-                    f.write(
-                        encode_round(Round(time=self.clock(), begun=begun, nodes=state)) + b"\n"
-                    )
-                    f.flush()
-                    last = state
+                if not state:
+                    continue
+                self.members |= set(state)
+                self.latest = Round(time=self.clock(), begun=begun, nodes=state)
+                if written is None or state != written.nodes:
+                    write(self.latest)
+            if self.latest is not None and self.latest is not written:
+                write(self.latest)

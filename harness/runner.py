@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console
 
 import nemesis
+from checkers.cluster_state import RECOVERY_S, Recovery, missing
 from clusters.kinds.base import ClusterKind
 from clusters.kinds.on_node import wait_until
 from clusters.registry import cluster_kind, make_backend
@@ -31,6 +32,7 @@ from harness.config import RunConfig
 from harness.generator import Generator, Pacer
 from harness.inflight import InFlight, Op, RunOver
 from harness.plan import TestPlan
+from harness.polls import INTERVAL as POLL_INTERVAL
 from harness.polls import PollRecorder
 from harness.progress import Progress
 from nemesis.base import Nemesis
@@ -224,15 +226,43 @@ class Runner:
             try:
                 self._run_clients(endpoints, inflight, faults)
                 self._heal(kind, faults)
+                healed = history.now()
                 self.console.print(f"[dim]healed; settling for {cfg.settle:g}s[/]")
                 time.sleep(cfg.settle)
                 # what survived is what the primary holds, whoever serves the workers' reads
                 self._final_reads(dataclasses.replace(endpoints[0], reads=None), inflight)
+                if Recovery in self.plan.rules:
+                    self._await_whole(recorder, healed, history.now)
             except KeyboardInterrupt:
                 with shielded(self.console):
                     self._wind_down(kind, faults, inflight)
                 return True
         return False
+
+    def _await_whole(self, recorder: PollRecorder, healed: int, now: Callable[[], int]) -> None:
+        """Poll until the cluster is whole again (the `recovery` rule judges the polls), for
+        RECOVERY_S after the heal at most."""
+        told = False
+        deadline = healed + (RECOVERY_S + 2 * POLL_INTERVAL) * 1e9
+        while True:
+            latest = recorder.latest
+            why = ["no poll since the heal"]
+            if latest is not None and (latest.begun or latest.time) >= healed:
+                why = missing(latest.nodes, recorder.members)
+            if not why:
+                return
+            if now() > deadline:
+                self.console.print(
+                    f"[yellow]not whole {RECOVERY_S:g}s after the heal: {'; '.join(why)}[/]"
+                )
+                return
+            if not told:
+                self.console.print(
+                    f"[dim]waiting for the cluster to be whole again ({RECOVERY_S:g}s after "
+                    f"the heal at most): {'; '.join(why)}[/]"
+                )
+                told = True
+            time.sleep(POLL_INTERVAL)
 
     def _release_faults(self, kind: ClusterKind, faults: Nemesis) -> None:
         """Stop the workers and heal the nemesis's faults, deaf to a second Ctrl-C."""

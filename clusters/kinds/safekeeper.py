@@ -27,6 +27,7 @@ from checkers.cluster_state import (
     OneProposerPerTerm,
     OneServing,
     QuietElections,
+    Recovery,
     TermsForward,
     TermStarts,
 )
@@ -152,6 +153,7 @@ class SafekeeperCluster(ClusterKind):
         DonorHoldsAcknowledged,
         LogDivergence,
         QuietElections,
+        Recovery,
     )
     moments = (TermWon, Takeover, CatchUp, Rebuild, LeaseEnding, InheritedLimbo)
     links = (TO_SAFEKEEPER,)

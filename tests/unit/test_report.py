@@ -327,3 +327,16 @@ def test_each_fault_window_names_who_led_at_its_start_and_at_its_first_write() -
     assert (window["led_before"], window["led_after"]) == ("n1 (generation 1)", "n2 (generation 2)")
     assert led_at(leaders, 12.0) == "none" and led_at(leaders, 0.5) == "" == led_at(leaders, None)
     assert with_leaders(availability, []) is availability  # a kind that reports no leaders
+
+
+def test_the_page_says_when_the_cluster_was_whole_again_after_the_last_heal(
+    hostile_run: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    _, results = hostile_run
+    render_report(results, tmp_path / store.REPORT, tmp_path)
+    assert "whole again" not in (tmp_path / store.REPORT).read_text()  # no kind's judgment
+    state = {"valid": True, "anomaly_types": [], "anomalies": [], "recovered_s": 6.25}
+    results = results | {"checkers": results["checkers"] | {"cluster-state": state}}
+    render_report(results, tmp_path / store.REPORT, tmp_path)
+    text = " ".join("".join(Page((tmp_path / store.REPORT).read_text()).text).split())
+    assert "found it whole again (every member answering and caught up, one serving) 6.2 s" in text
