@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from checkers import append, availability, bank, cluster_state, sets, split_brain, stats
+from checkers import append, availability, bank, cluster_state, logs, sets, split_brain, stats
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ SET = Checker("set", sets.check)
 STATS = Checker("stats", stats.check)
 AVAILABILITY = Checker("availability", availability.check)
 CLUSTER_STATE = Checker("cluster-state", cluster_state.check)
-# Run on every history, over all its workloads' operations.
-ALWAYS = (STATS, AVAILABILITY, CLUSTER_STATE)
+LOGS = Checker("logs", logs.check)
+# Run on every history, over all its workloads' operations (the logs checker reads none).
+ALWAYS = (STATS, AVAILABILITY, CLUSTER_STATE, LOGS)
 BY_NAME = {c.name: c for c in (APPEND, SPLIT_BRAIN, BANK, SET, *ALWAYS)}

@@ -74,6 +74,8 @@ def resolve(
             raise BadInput(f"{config_path}: {e}") from e
         state = {"polls": path / store.POLLS, "digests": path / store.NODES / store.WAL_DIGESTS}
         found = {k: str(v) for k, v in state.items() if v.is_file()}
+        if (path / store.NODES).is_dir():  # the nodes' logs, for the logs checker
+            found["logs"] = str(path / store.NODES)
         return Target(history, out or path, plan, config, found)
     if not workloads:
         raise BadInput(f"{path} is a bare history: say which workload it is with --workload")

@@ -125,7 +125,8 @@ class TestPlan:
     def params(self, model: str | None = None, **evidence: Any) -> dict[str, dict[str, Any]]:
         """Each checker's parameters: what it takes (by its judgment's signature) of its
         workload's parameters, the contract, the recovery bound, the cluster's records, rules
-        and moments, and the `evidence` files of a run (polls, digests); `model` overrides the
+        and moments, the logs of its own daemons, and the `evidence` files of a run (polls,
+        digests, the nodes' folder); `model` overrides the
         run's."""
         common: dict[str, Any] = {
             "contract": self.contract,
@@ -133,6 +134,7 @@ class TestPlan:
             "rules": self.rules,
             "records": self.records,
             "moments": self.moments,
+            "own_logs": self.kind.own_logs_in_run() if self.kind else (),
             **evidence,
         }
         params: dict[str, dict[str, Any]] = {}
@@ -157,6 +159,7 @@ class TestPlan:
             "moments": [m.name for m in self.moments],
             "processes": {p.name: p.pattern for p in kind.runs} if kind else {},
             "collected": list(kind.collected) if kind else [],
+            "own_logs": list(kind.own_logs) if kind else [],
             "workloads": {
                 w.name: {
                     "checkers": [c.name for c in w.workload.checkers],

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from checkers import catalog
+from checkers import catalog, logs
 from checkers.spark import (
     append,
     append_micro_ops,
@@ -33,6 +33,7 @@ FEEDS: dict[str, Feed] = {
     catalog.AVAILABILITY.name: availability.check,
     catalog.BANK.name: bank.check,
     catalog.CLUSTER_STATE.name: cluster_state.check,
+    catalog.LOGS.name: lambda ops, **params: logs.check(None, **params),  # reads no operation
     catalog.SET.name: sets.check,
     catalog.SPLIT_BRAIN.name: split_brain.check,
     catalog.STATS.name: stats.check,

@@ -6,7 +6,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from checkers.cluster_state import Rule
@@ -133,6 +133,9 @@ class ClusterKind(ABC):
     # Paths on every node copied into the run folder after a run (those a node lacks are
     # passed over), beside each node's own log.
     collected: ClassVar[tuple[str, ...]] = ()
+    # Paths on a node of the logs its own daemons write (the reference systems of `systems/`,
+    # in one of the `collected` folders): the logs checker reads them for exceptions.
+    own_logs: ClassVar[tuple[str, ...]] = ()
     # The records its poll gives, and the rules of checkers.cluster_state they are held to.
     poll_records: ClassVar[tuple[type[Record], ...]] = ()
     state_rules: ClassVar[tuple[type[Rule], ...]] = ()
@@ -191,6 +194,20 @@ class ClusterKind(ABC):
     def moments_of(cls, options: Mapping[str, Any]) -> tuple[type[Moment], ...]:
         """The moments a run with these (checked) options can reach."""
         return cls.moments
+
+    @classmethod
+    def own_logs_in_run(cls) -> tuple[str, ...]:
+        """Where `own_logs` are in a node's folder of the run (`collect_files` copies each
+        collected path there by its last name)."""
+        found = []
+        for log in cls.own_logs:
+            for path in cls.collected:
+                if log == path or log.startswith(path.rstrip("/") + "/"):
+                    found.append(PurePosixPath(path).name + log[len(path.rstrip("/")) :])
+                    break
+            else:
+                raise ValueError(f"{cls.name}: own log {log} is in no collected path")
+        return tuple(found)
 
     @property
     def nodes(self) -> list[Node]:

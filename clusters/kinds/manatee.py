@@ -113,6 +113,7 @@ class ManateeCluster(ClusterKind):
         f"{PGDATA}.manatee.role",
         f"{ZK_DATA}/zoo.cfg",
     )
+    own_logs = (f"{pg.LOG_DIR}/sitter.log",)
     poll_records = (PeerPoll, ClusterStatePoll)
     state_rules = (GenerationRules, DeposedAcknowledged, QuietElections)
     moments = (LeaderChanged,)

@@ -141,6 +141,7 @@ class SafekeeperCluster(ClusterKind):
     )
     installed = (Install(DAEMONS, "*.py", f"{INSTALL}/walkeeper"),)
     collected = (pg.LOG_DIR, f"{SK_DATA}/control.json")
+    own_logs = (f"{pg.LOG_DIR}/safekeeper.log", f"{pg.LOG_DIR}/compute.log")
     poll_records = (ComputePoll, SafekeeperPoll)
     state_rules = (
         OneServing,

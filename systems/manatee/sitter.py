@@ -52,7 +52,7 @@ class Sitter:
             try:
                 self.step()
             except Exception as e:  # Postgres or ZooKeeper not ready yet: try again
-                self._say(f"step failed, retrying: {e}")
+                self._say(f"step failed, retrying: {type(e).__name__}: {e}")
 
     def session_gone(self) -> bool:
         """Expired, or down for longer than the session timeout: the server has expired it by

@@ -42,7 +42,9 @@ def test_a_mixed_history_is_split_by_workload_and_the_table_rewritten(
     result = analyze(spark, history, out, checks("bank", "set"), BANK)
     assert (result["valid"], result["verdict"], result["notes"]) == (True, "valid", [])
     assert result["history"] == {"path": str(history), "events": 7}
-    assert sorted(result["checkers"]) == ["availability", "bank", "cluster-state", "set", "stats"]
+    assert sorted(result["checkers"]) == [
+        "availability", "bank", "cluster-state", "logs", "set", "stats"
+    ]  # fmt: skip
     assert result["checkers"]["bank"]["read_count"] == 1
     assert result["checkers"]["set"]["read_count"] == 1
     assert result["checkers"]["set"]["stable_count"] == 1
@@ -90,6 +92,7 @@ def test_an_append_history_without_dependencies_is_unknown(
         "append",
         "availability",
         "cluster-state",
+        "logs",
         "split-brain",
         "stats",
     ]
@@ -123,4 +126,5 @@ def test_each_step_is_announced_as_it_begins(
         "the stats checker",
         "the availability checker",
         "the cluster-state checker",
+        "the logs checker",
     ]
