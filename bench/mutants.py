@@ -27,6 +27,7 @@ there are skipped); `--table` prints the score with its 95 % interval and a row 
 `--list` the sampled mutants and their changes without running them.
 
     nohup .venv/bin/python bench/mutants.py [--sample 40] [--sample-seed 1] [--seeds 0,1]
+        [--same-as ROWS [--survivors]]
         [--time 120] [--nemesis all] [--files walkeeper/acceptor.py,…] > mutants.log 2>&1 &
     .venv/bin/python bench/mutants.py --table
 """
@@ -183,6 +184,31 @@ def mutants_of(file: str, names: list[str]) -> list[Mutant]:
     return found
 
 
+def same_as(rows: list[dict[str, Any]], names: list[str]) -> tuple[list[Mutant], list[str]]:
+    """The mutants of earlier rows, found again in today's files by file, operator and the change
+    they make: an edit elsewhere in a file moves a mutant's line and occurrence and changes its
+    key, not what it does. Those no longer found (their line was edited) are returned apart."""
+    found: list[Mutant] = []
+    gone: list[str] = []
+    of_file: dict[str, list[Mutant]] = {}
+    for row in rows:
+        if row["file"] not in of_file:
+            of_file[row["file"]] = mutants_of(row["file"], names)
+        lines = (systems.ROOT / row["file"]).read_text().splitlines()
+        before = row["change"].split(" → ")[0]
+        candidates = [
+            m
+            for m in of_file[row["file"]]
+            if m.operator == row["operator"] and lines[m.line - 1].strip() == before
+        ]
+        same = [m for m in candidates if m.change() == row["change"]]
+        if same:
+            found.append(min(same, key=lambda m: abs(m.line - row["line"])))
+        else:
+            gone.append(row["key"])
+    return found, gone
+
+
 def sample(mutants: list[Mutant], size: int, seed: int) -> list[Mutant]:
     """A seeded sample: the first `size` of a seeded shuffle, so that a larger sample of the same
     seed holds the smaller one (its rows are kept)."""
@@ -278,7 +304,7 @@ def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
 
 def score(rows: list[dict[str, Any]], equivalent: dict[str, str]) -> str:
     """The score line: caught of the mutants not set apart as equivalent, with its interval."""
-    counted = [r for r in rows if r["key"] not in equivalent]
+    counted = [r for r in rows if not set_apart(r, equivalent)]
     caught = [r for r in counted if r["caught"] != "survived"]
     failed = sum(r["caught"] == "cluster failed" for r in counted)
     low, high = wilson(len(caught), len(counted))
@@ -290,9 +316,15 @@ def score(rows: list[dict[str, Any]], equivalent: dict[str, str]) -> str:
     )
 
 
+def set_apart(row: dict[str, Any], equivalent: dict[str, str]) -> str:
+    """Why the row's mutant is equivalent ("" if it is not), under its key or the key it had
+    when it was found equivalent (`was`: rows of `--same-as`)."""
+    return equivalent.get(row["key"]) or equivalent.get(row.get("was", "")) or ""
+
+
 def table(rows: list[dict[str, Any]], equivalent: dict[str, str]) -> str:
     shown = [
-        r | {"caught": "equivalent: " + equivalent[r["key"]]} if r["key"] in equivalent else r
+        r | {"caught": "equivalent: " + set_apart(r, equivalent)} if set_apart(r, equivalent) else r
         for r in rows
     ]
     return score(rows, equivalent) + "\n\n" + markdown(COLUMNS, shown)
@@ -308,6 +340,18 @@ def main() -> int:
     parser.add_argument("--nemesis", default="all")
     parser.add_argument("--options", default="", help="more `harness run` options for each run")
     parser.add_argument("--list", action="store_true", help="print the sample, run nothing")
+    parser.add_argument(
+        "--same-as",
+        type=Path,
+        help="the mutants of this earlier rows file, found again in today's files (to measure "
+        "the same mutants after a change of the harness), instead of a sample",
+    )
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="with --same-as: only the mutants that survived there and are not equivalent (a "
+        "checker added can only catch more; a change of the faults needs them all)",
+    )
     rows_options(parser, "mutants", ROWS)
     args = parser.parse_args()
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
@@ -320,7 +364,22 @@ def main() -> int:
         parser.error(f"no safety file {', '.join(unknown)}; there are {', '.join(SAFETY)}")
     args.seeds = [int(s) for s in args.seeds.split(",")]
     names = operators()
-    chosen = sample([m for f in files for m in mutants_of(f, names)], args.sample, args.sample_seed)
+    was: dict[str, str] = {}  # a re-found mutant's key → its key in the --same-as rows
+    if args.same_as:
+        earlier = read_rows(args.same_as)
+        if args.survivors:
+            earlier = [
+                r for r in earlier if r["caught"] == "survived" and not set_apart(r, equivalent)
+            ]
+        chosen, gone = same_as(earlier, names)
+        kept = [r for r in earlier if r["key"] not in gone]  # in the order they were found
+        was = {m.key: r["key"] for m, r in zip(chosen, kept, strict=True)}
+        for key in gone:
+            print(f"not found again (its line was edited): {key}")
+    else:
+        chosen = sample(
+            [m for f in files for m in mutants_of(f, names)], args.sample, args.sample_seed
+        )
     if args.list:
         for m in chosen:
             print(f"{m.file}:{m.line} {m.operator}#{m.occurrence}: {m.change()}")
@@ -331,7 +390,7 @@ def main() -> int:
         args.rows,
         [(m.key,) for m in chosen],
         lambda row: (row["key"],),
-        lambda key: try_mutant(by_key[key], args),
+        lambda key: try_mutant(by_key[key], args) | ({"was": was[key]} if key in was else {}),
         lambda row: f"{row['caught']} {row.get('by', '')} ({row['change']})",
         args.until,
     )

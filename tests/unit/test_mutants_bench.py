@@ -20,6 +20,7 @@ from mutants import (
     mutants_of,
     operators,
     protocol_tests,
+    same_as,
     sample,
     score,
     tree_with,
@@ -135,3 +136,21 @@ def test_a_sitting_past_until_begins_no_row_and_the_same_plan_resumes(tmp_path: 
 def test_a_cell_of_the_table_is_one_line_with_its_bars_escaped() -> None:
     said = "connection failed: server closed the connection\n        This | that"
     assert cell(said) == "connection failed: server closed the connection This \\| that"
+
+
+def test_a_mutant_of_earlier_rows_is_found_again_after_its_file_changed_elsewhere() -> None:
+    """An edit elsewhere in a file changes a mutant's key (the file's digest), and may move its
+    line and occurrence; `--same-as` finds it by what it changes, and says which it cannot."""
+    names = operators()
+    mutant = mutants_of(TERMHISTORY, names)[5]
+    earlier = {
+        "file": mutant.file, "operator": mutant.operator, "line": mutant.line + 7,
+        "key": f"{mutant.file}@0000000000:{mutant.operator}:{mutant.occurrence + 3}",
+        "change": mutant.change(),
+    }  # fmt: skip
+    edited = earlier | {"key": "edited", "change": "a line no longer there → another"}
+    found, gone = same_as([earlier, edited], names)
+    assert found == [mutant] and gone == ["edited"]
+    equivalent = {earlier["key"]: "why"}
+    row = {"key": mutant.key, "was": earlier["key"], "caught": "survived"}
+    assert score([row], equivalent).endswith("1 set apart as equivalent")
