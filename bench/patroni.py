@@ -46,6 +46,10 @@ CONFIGS: dict[str, tuple[str, str, str, float | None, float]] = {
     # failover time at Patroni's default TTL, beside the 32 s its acceptance tests expect
     "failover-on": ("on", "set", "kill-primary", None, 50),
     "failover-quorum": ("quorum", "set", "kill-primary", None, 50),
+    # the primary cut off from etcd alone, its clients and replicas kept: how long it goes on
+    # acknowledging (failsafe mode keeps a primary that reaches every member)
+    "cut-dcs-off": ("off", "set", "partition-dcs", None, 50),
+    "cut-dcs-quorum": ("quorum", "set", "partition-dcs", None, 50),
     # asynchronous replication's loss at a failover, named (the expected control)
     "loss-off": ("off", "set,append", "replication-kill", None, 50),
 }
