@@ -330,14 +330,6 @@ class Proposer:
                 return best
             return min(self.ends[bisect.bisect_right(self.ends, pos)], pos - pos % PAGE + PAGE)
 
-    def sync(self, name: str, limit: int | None = None) -> None:
-        """Send `name` our log up to its end (or only `limit` more bytes)."""
-        left = limit
-        while self.peers[name].position < self.log_end and (left is None or left > 0):
-            sent = self.step(name, MAX_APPEND if left is None else min(left, MAX_APPEND))
-            if left is not None:
-                left -= sent
-
     def quorum_silent_for(self) -> float:
         """Seconds since a quorum of safekeepers last accepted our requests: past the lease, this
         proposer may have been replaced without hearing of it."""

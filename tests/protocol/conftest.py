@@ -18,7 +18,7 @@ import pytest
 
 from systems.walkeeper import wire
 from systems.walkeeper.acceptor import Acceptor
-from systems.walkeeper.proposer import Proposer
+from systems.walkeeper.proposer import MAX_APPEND, Proposer
 from systems.walkeeper.safekeeper import Server
 from systems.walkeeper.storage import Storage
 
@@ -121,7 +121,13 @@ class Writer:
     def send(self, name: str, records: int | None = None) -> None:
         if not self.p.peers[name].announced:
             self.p.attach(name)
-        self.p.sync(name, None if records is None else records * RECORD.size)
+        # appends of at most MAX_APPEND, as the proxy sends them, up to the log's end or only
+        # `records` more records: the protocol's cases stop a send part-way
+        left = None if records is None else records * RECORD.size
+        while self.p.peers[name].position < self.p.log_end and (left is None or left > 0):
+            sent = self.p.step(name, MAX_APPEND if left is None else min(left, MAX_APPEND))
+            if left is not None:
+                left -= sent
 
     def heartbeat(self, *to: str) -> None:
         for name in to:
