@@ -52,8 +52,9 @@ The rules:
   another.
 - `Recovery`, `not-recovered`: RECOVERY_S after the last fault healed, no poll had found the
   cluster whole: each member answering and back to full strength as its record says (a
-  safekeeper holding the WAL up to the commit position, a compute a standby or the serving
-  primary), and one member serving. The runner waits for that at the end of a run.
+  safekeeper holding the WAL up to the commit position, a compute a standby whose Postgres
+  answers queries or the serving primary), and one member serving. The runner waits for that at
+  the end of a run.
 - `QuietElections`, `elections-without-faults`: more than MOST_QUIET_TERMS terms (or
   generations) began within QUIET_SPAN_S seconds while no fault was in place nor had healed in
   the last SETTLE_S seconds: proposers that keep deposing each other. The count is the term's

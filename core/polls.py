@@ -58,7 +58,8 @@ class ComputePoll(Record, tag="compute"):
     its term's log came from (the donor); under confirm/rollback, how many prepared transactions
     its limbo holds and whether it takes writes of its own yet (not while it holds an earlier
     leader's); while it is the primary, the seconds left of its lease (negative once a quorum
-    has been silent longer than the lease)."""
+    has been silent longer than the lease); while it is a standby, whether its Postgres answers
+    queries (None in runs that did not say)."""
 
     role: str | None = None
     serving: bool = False
@@ -67,6 +68,7 @@ class ComputePoll(Record, tag="compute"):
     limbo: int | None = None
     taking_writes: bool | None = None
     lease_left: float | None = None
+    consistent: bool | None = None
 
     def leads(self) -> bool:
         return self.serving
@@ -78,7 +80,10 @@ class ComputePoll(Record, tag="compute"):
         return self.term
 
     def behind(self, nodes: dict[str, Record]) -> str | None:
-        """Whole is a standby, or the primary serving its own writes."""
+        """Whole is a standby whose Postgres answers queries (it can serve reads, be copied and
+        take over), or the primary serving its own writes."""
+        if self.role == "standby" and self.consistent is False:
+            return "it is a standby whose Postgres does not answer queries"
         if self.role == "standby" or (self.role == "primary" and self.serving):
             if self.taking_writes is False:
                 return "it serves but still holds an earlier leader's transactions"

@@ -368,6 +368,7 @@ class SafekeeperCluster(ClusterKind):
                     state.get("limbo"),
                     state.get("taking_writes"),
                     state.get("lease_left"),
+                    state.get("consistent"),
                 )
             else:
                 polled[name] = keeper_poll(state)

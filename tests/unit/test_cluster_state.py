@@ -756,6 +756,10 @@ BEHIND = {"s3": {**safekeeper(2, [[1, 0]], 100), "flush_lsn": 100}}
     [
         ({15: BEHIND}, "s3: its WAL ends at 0/64, below the commit position 0/1F4"),
         ({15: {"c2": compute(False, None, "rebuilding")}}, "c2: its agent is rebuilding"),
+        (
+            {15: {"c2": compute(False, None, "standby") | {"consistent": False}}},
+            "c2: it is a standby whose Postgres does not answer queries",
+        ),
         ({15: {"s2": {}}}, "s2: it does not answer"),
         ({15: {"c1": compute(False, None, "candidate")}}, "no member serves clients"),
     ],
@@ -774,8 +778,14 @@ def test_a_member_left_behind_long_after_the_last_heal_is_not_recovered(
 def test_a_member_back_within_the_limit_or_a_run_too_short_to_tell_is_no_anomaly(
     tmp_path: Path, write_history: Any, ops_of: Any
 ) -> None:
-    whole = {"s3": safekeeper(2, [[1, 0], [2, 100]], 500)}
-    history, polls = _recovery_run(tmp_path, write_history, {15: BEHIND, 95: whole}, until=115)
+    whole = {
+        "s3": safekeeper(2, [[1, 0], [2, 100]], 500),
+        "c2": compute(False, None, "standby") | {"consistent": True},
+    }
+    replaying = {"c2": compute(False, None, "standby") | {"consistent": False}}
+    history, polls = _recovery_run(
+        tmp_path, write_history, {15: BEHIND | replaying, 95: whole}, until=115
+    )
     result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
     assert result["valid"] is True, result["anomalies"]
     assert result["recovered_s"] == pytest.approx(95 - 20.1, abs=0.1)
