@@ -53,10 +53,13 @@ def partition_windows(history: list[dict]) -> list[tuple[int, int]]:
 
 
 def run_partitioned(store: Path, *extra: str) -> tuple[int, Path, list[dict]]:
-    """Seed 0's schedule cuts the primary off from about 7 s to 20 s, long enough to fail over."""
+    """Seed 0's schedule at a 15 s interval cuts the primary off from about 10 s to 29 s: a
+    takeover needs 5 s of silence, then a promotion, which on a loaded machine took more than
+    the 13 s a 10 s interval gives."""
     result = harness(
         "run", "--cluster", "safekeeper", "--workload", "set", "--nemesis", "partition-primary",
-        "--time", "30", "--settle", "2", "--seed", "0", "--store", str(store), *extra,
+        "--nemesis-interval", "15", "--time", "32", "--settle", "2", "--seed", "0",
+        "--store", str(store), *extra,
     )  # fmt: skip
     run = (store / "latest").resolve()
     history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]

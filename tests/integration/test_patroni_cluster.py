@@ -51,15 +51,29 @@ def writable(kind: PatroniCluster) -> list[str]:
 
 
 def settled(kind: PatroniCluster) -> str | None:
-    """The leader, once it holds the leader key and alone takes writes, every other member runs
-    as a replica and one of them is named synchronous (strict mode promotes no other: a kill
-    before Patroni names one leaves the cluster without a primary, as it should)."""
+    """The leader, once it has held the leader key for a whole HA loop, alone taking writes,
+    every member running, every other one as a replica and one of them named synchronous
+    (strict mode promotes no other: a kill before Patroni names one leaves the cluster without a
+    primary, as it should). One read is not enough: right after a fault heals, a leader may
+    still hold its key as its next loop finds it lost and stops Postgres to demote."""
+    leader = looks_settled(kind)
+    if leader is None:
+        return None
+    time.sleep(TTL // 3)  # loop_wait
+    return leader if looks_settled(kind) == leader else None
+
+
+def looks_settled(kind: PatroniCluster) -> str | None:
+    """`settled` as one read shows it."""
     leader = kind.leader_key()  # not the writable member alone: a primary that kept serving
     # while its key expired (failsafe mode, cut off from etcd) is demoted if another takes it
     if leader is None or writable(kind) != [leader] or kind.sync_standby() in (None, leader):
         return None
-    others = [kind.rest(n) for n in kind.members() if n.name != leader]
-    ready = all(s.get("role") == "replica" and s.get("state") == "running" for s in others)
+    states = {n.name: kind.rest(n) for n in kind.members()}
+    ready = all(
+        s.get("state") == "running" and (name == leader or s.get("role") == "replica")
+        for name, s in states.items()
+    )
     return leader if ready else None
 
 
