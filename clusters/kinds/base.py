@@ -370,3 +370,17 @@ class PlannedSwitchover(ABC):
     def switchover(self) -> dict[str, Any]:
         """Ask for the primary to be handed to another node now, and wait for the answer: who
         led, what the manager answered, who leads after."""
+
+
+class SwitchesWal(ABC):
+    """A kind whose Postgres can be made to start a new WAL segment on request, as
+    `archive_timeout` or the end of a base backup makes it: the segment's unused rest is
+    shipped as WAL, so a fault can give one node's log a long tail at a moment it chooses
+    (nemesis.seed001)."""
+
+    offers: ClassVar[str] = "a Postgres whose WAL segment can be switched (--cluster safekeeper)"
+
+    @abstractmethod
+    def switch_wal(self, node: str) -> str:
+        """Have the named node's Postgres switch to a new WAL segment now: what it answered (the
+        LSN the switch ended at), or why it could not."""

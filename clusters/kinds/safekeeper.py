@@ -42,7 +42,14 @@ from checkers.moments import (
 )
 from clusters.backend import Node, shell_quote
 from clusters.kinds import postgres as pg
-from clusters.kinds.base import SYNCHRO_TIMEOUT_OPTION, ClusterKind, Install, KindOption, Process
+from clusters.kinds.base import (
+    SYNCHRO_TIMEOUT_OPTION,
+    ClusterKind,
+    Install,
+    KindOption,
+    Process,
+    SwitchesWal,
+)
 from clusters.kinds.links import Link
 from clusters.kinds.on_node import ensure_clock_file, failover_endpoint, start_once, wait_until
 from core import store
@@ -90,7 +97,7 @@ wal_keep_size = 256MB
 """
 
 
-class SafekeeperCluster(ClusterKind):
+class SafekeeperCluster(ClusterKind, SwitchesWal):
     name = "safekeeper"
     about = "Postgres, proxy, safekeepers"
     realtime_order = True  # one primary at a time (the gate, the lease)
@@ -294,6 +301,9 @@ class SafekeeperCluster(ClusterKind):
                 two_phase=self.contract_in_force is Contract.CONFIRM_ROLLBACK,
             )
         ]
+
+    def switch_wal(self, node: str) -> str:
+        return pg.psql(next(n for n in self.nodes if n.name == node), "SELECT pg_switch_wal()")
 
     def agent_status(self, node: Node) -> dict[str, Any]:
         return daemon_status(node, PROXY_PORT)

@@ -36,6 +36,7 @@ TABLE = "sk_rows"
 BLOCKED_FOR = 5.0  # how long a COMMIT without a quorum must stay unanswered
 RELEASED_WITHIN = 30.0  # how soon it must return once the quorum is back
 VALUES = itertools.count(1)  # unique row values across the module's tests
+SEGMENT = 16 << 20  # bytes of a WAL segment
 
 
 # --- the cluster ---------------------------------------------------------------------------
@@ -379,4 +380,21 @@ def test_no_acknowledged_insert_is_lost_while_safekeepers_are_killed_in_turn(
         ),
         "every safekeeper catching up with Postgres's WAL",
         30,
+    )
+
+
+def test_a_wal_switch_ships_the_segments_rest_to_the_safekeepers(
+    cluster: SafekeeperCluster, endpoint: Endpoint
+) -> None:
+    """`switch_wal`, which seed 001's fault uses to give a tail its length: the switch ends the
+    segment, and every safekeeper's WAL then reaches the next segment's start."""
+    with connect(endpoint, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {TABLE} VALUES (%s)", (next(VALUES),))  # WAL to switch from
+    boundary = (wal_flush_lsn(endpoint) // SEGMENT + 1) * SEGMENT
+    cluster.switch_wal(cluster.computes()[0].name)
+    eventually(
+        lambda: all(
+            daemon_status(n, SK_PORT).get("flush_lsn", 0) >= boundary for n in cluster.safekeepers()
+        ),
+        f"every safekeeper's WAL past the segment's end {boundary:#x}",
     )
