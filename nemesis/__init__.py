@@ -8,8 +8,9 @@ Packages (`--nemesis a,b,…`): `none`; `partition` (a random shape each time) a
 shape, `partition-majority`, `partition-ring` (majorities ring), `partition-primary`,
 `partition-one`, `partition-halves`, `partition-bridge`; `partition-seed003` (seed 003's
 history: partitions that move as the safekeeper cluster elects, so that a term's records reach
-only some of its voters; two computes and three safekeepers or more); `kill`, `pause`, `clock`,
-`packet` on random targets (one, minority, majority, all or primaries), `kill-primary`,
+only some of its voters; two computes and three safekeepers or more) and `partition-seed001`
+(seed 001's example: a term's voters include a longer log of an older term); `kill`, `pause`,
+`clock`, `packet` on random targets (one, minority, majority, all or primaries), `kill-primary`,
 `pause-primary`; `composite`, a partition (the leader's, half the time) with a kill or a pause
 of random targets inside it; `partition-replication`, the leader cut off from the other members
 only (it keeps its clients and its coordinators, its replicas fall behind), and
@@ -60,6 +61,8 @@ from nemesis.power import Power
 from nemesis.processes import continue_stopped
 from nemesis.promote import Promote
 from nemesis.schedule import Nested, Package, ScheduledNemesis
+from nemesis.seed001 import MIN_NODES as SEED001_NODES
+from nemesis.seed001 import Seed001
 from nemesis.seed003 import MIN_NODES as SEED003_NODES
 from nemesis.seed003 import Seed003
 from nemesis.switchover import Switchover
@@ -112,6 +115,7 @@ PACKAGES: dict[str, Package] = {
         Package("partition-halves", SHAPES["halves"][1], _partition("halves")),
         Package("partition-bridge", SHAPES["bridge"][1], _partition("bridge")),
         Package("partition-seed003", SEED003_NODES, Seed003.planned),
+        Package("partition-seed001", SEED001_NODES, Seed001.planned),
         Package("kill", 1, _targeted(Kill)),
         Package("kill-primary", 1, _targeted(Kill, "primaries")),
         Package("pause", 1, _targeted(Pause)),

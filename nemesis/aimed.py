@@ -26,8 +26,9 @@ less. An aimed fault brings a moment about and watches for it:
 The strike and the provocation stay until the fault's end in the schedule, which undoes both.
 Everything is drawn when the schedule is planned (moment, roles' order, provocation, strike,
 delay, how long a follower is cut off); only who plays the roles is known when the moment comes.
-On a kind whose moments include `term-won` and with the nodes seed 003 needs, the schedule also
-draws seed 003's history (`partition-seed003`) as one of its scenarios.
+On a kind whose moments include `term-won` and with the nodes they need, the schedule also draws
+seed 003's history (`partition-seed003`) and seed 001's example (`partition-seed001`: a term's
+voters include a longer log of an older term) as two of its scenarios.
 
 The start's info value says what happened: {"moment", "role", "provocation": {…}, "seen_s" (when
 the moment was seen, from the fault's start), "roles" (who played which part), "strike": {…}
@@ -44,15 +45,13 @@ from typing import Any
 from checkers.moments import LeaderChanged, Moment, Roles, leading
 from clusters.kinds.base import ClusterKind, OperatorFailover
 from core.polls import Round
-from nemesis import grudges
+from nemesis import grudges, seed001, seed003
 from nemesis.fault import Fault
 from nemesis.kill import Kill, Restart
 from nemesis.partition import Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.promote import Promote
-from nemesis.seed003 import MIN_NODES as SEED003_NODES
-from nemesis.seed003 import Seed003
 
 POLL_EVERY = 0.2  # seconds between the fault's own polls while it watches
 DELAY_S = (0.0, 1.5)  # the strike's delay after the moment is seen, drawn from the seed
@@ -61,6 +60,12 @@ PROVOCATIONS = ("partition", "kill", "pause")
 STRIKES = ("kill", "restart", "pause", "partition")
 POWER = "power"
 MIN_NODES = 2  # a leader and another
+# The seeds' histories placed as the cluster elects, with the nodes each needs: scenarios of
+# their own where a kind's moments include a term won.
+HISTORIES: dict[type[Fault], int] = {
+    seed003.Seed003: seed003.MIN_NODES,
+    seed001.Seed001: seed001.MIN_NODES,
+}
 
 
 class Aimed(Fault):
@@ -96,12 +101,14 @@ class Aimed(Fault):
         """A fault aimed at one of the kind's `moments` (a failover where it declares none), or
         seed 003's history where the kind can have it."""
         moments = moments or (LeaderChanged,)
-        scenarios: list[type[Moment] | None] = list(moments)
-        if any(m.name == "term-won" for m in moments) and len(nodes) >= SEED003_NODES:
-            scenarios.append(None)  # seed 003's history
-        chosen = rng.choice(scenarios)
-        if chosen is None:
-            return Seed003.planned(nodes, rng)
+        histories = [
+            history
+            for history, least in HISTORIES.items()
+            if any(m.name == "term-won" for m in moments) and len(nodes) >= least
+        ]
+        chosen = rng.choice([*moments, *histories])
+        if not issubclass(chosen, Moment):
+            return chosen.planned(nodes, rng)
         roles = tuple(rng.sample(chosen.roles, len(chosen.roles)))
         strikes = (*STRIKES, POWER) if power else STRIKES
         provocation = rng.choice(PROVOCATIONS)

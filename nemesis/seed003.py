@@ -36,8 +36,8 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from clusters.kinds.base import ClusterKind
 from core.polls import ComputePoll, Record, SafekeeperPoll
@@ -47,7 +47,6 @@ from nemesis.grudges import Grudge
 
 log = logging.getLogger(__name__)
 
-SHAPE = "seed003"
 MIN_KEEPERS = 3  # A, a lagging voter and a recording one
 MIN_NODES = MIN_KEEPERS + 2
 POLL_EVERY = 0.2  # seconds between polls while a phase waits: the split must beat the records
@@ -157,9 +156,10 @@ def serving(polled: Poll) -> bool:
     return any(isinstance(s, ComputePoll) and s.serving for s in polled.values())
 
 
-def stood_down(polled: Poll, c: Cast) -> bool:
-    """S no longer leads a term (its lease ran out), so none of its followers is left."""
-    state = polled.get(c.new)
+def stood_down(polled: Poll, compute: str) -> bool:
+    """The compute (S) no longer leads a term (its lease ran out), so none of its followers is
+    left."""
+    state = polled.get(compute)
     return isinstance(state, ComputePoll) and state.term is None
 
 
@@ -172,43 +172,89 @@ def committed(polled: Poll, c: Cast, term: int) -> bool:
     return max(v.commit_lsn or 0 for v in voters if v) >= flush(polled, c.a)
 
 
-class Seed003(Fault):
+@dataclass
+class Placing:
+    """A placed history under way: the cluster, who plays which part, and the fault's start
+    value, with what each phase saw appended to its "phases"."""
+
+    cluster: ClusterKind
+    parts: Any
+    value: dict[str, Any]
+    began: float = field(default_factory=time.monotonic)
+
+    def at(self) -> float:
+        """Seconds since the fault began."""
+        return round(time.monotonic() - self.began, 2)
+
+    def names(self) -> list[str]:
+        return [n.name for n in self.cluster.nodes]
+
+    def enter(self, phase: str, grudge: Grudge) -> dict[str, Any]:
+        """Put the phase's partition in place; its entry in "phases", for what it sees."""
+        on_nodes(self.cluster.nodes, lambda node: partition.apply(node, grudge))
+        entry = {"phase": phase, "at_s": self.at(), "grudge": grudges.as_json(grudge)}
+        self.value["phases"].append(entry)
+        return entry
+
+
+class PlacedHistory(Fault):
+    """A seed's history placed as the cluster elects: its parts are cast from the first poll in
+    which a compute serves, then its phases follow what the polls show (`run`); the last
+    partition stays until the fault's stop heals it."""
+
     name = "partition"
+    shape: ClassVar[str]
+    waits: ClassVar[dict[str, float]]  # the most each phase waits for its condition, in s
+    # who plays which part: (computes, safekeepers in node order, the compute that serves,
+    # the seed's order of the nodes) → the parts
+    casting: ClassVar[Callable[[list[str], list[str], str, list[int]], Any]]
 
     def __init__(self, order: list[int]) -> None:
         self.order = order
 
     @classmethod
-    def planned(cls, nodes: list[str], rng: random.Random) -> Seed003:
+    def planned(cls, nodes: list[str], rng: random.Random) -> PlacedHistory:
         return cls(rng.sample(range(len(nodes)), len(nodes)))
 
     def plan(self) -> dict[str, Any]:
-        return {"fault": self.name, "shape": SHAPE, "order": self.order}
+        return {"fault": self.name, "shape": self.shape, "order": self.order}
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
-        began = time.monotonic()
-        names = [n.name for n in cluster.nodes]
-        phases: list[dict[str, Any]] = []
-        value = self.plan() | {"mechanism": "iptables", "phases": phases}
-
-        def at() -> float:
-            return round(time.monotonic() - began, 2)
-
-        polled = wait(cluster, serving, "leader")
+        placing = Placing(cluster, None, self.plan() | {"mechanism": "iptables", "phases": []})
+        polled = wait(cluster, serving, "leader", self.waits)
         if polled is None:
-            return value | {"reached": False, "error": "no compute served"}
+            return placing.value | {"reached": False, "error": "no compute served"}
+        names = placing.names()
         computes = [n for n in names if isinstance(polled.get(n), ComputePoll)]
         keepers = [n for n in names if keeper(polled, n) is not None]
         leader = next(n for n in computes if polled[n].leads())
-        c = cast(computes, keepers, leader, self.order)
-        value["cast"] = c.as_json()
+        placing.parts = type(self).casting(computes, keepers, leader, self.order)
+        placing.value["cast"] = placing.parts.as_json()
+        return self.run(placing, polled)
+
+    def run(self, placing: Placing, polled: Poll) -> dict[str, Any]:
+        """The phases, from the first poll with a compute serving: the start's value, with
+        "reached" and "took_s"."""
+        raise NotImplementedError
+
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        healed = on_nodes(cluster.nodes, partition.heal)
+        return self.plan() | {"healed": [name for name, had in healed.items() if had]}
+
+
+class Seed003(PlacedHistory):
+    shape = "seed003"
+    waits = WAITS
+    casting = staticmethod(cast)
+
+    def run(self, placing: Placing, polled: Poll) -> dict[str, Any]:
+        cluster, c, at, value = placing.cluster, placing.parts, placing.at, placing.value
+        phases = value["phases"]
 
         def enter(phase: str) -> None:
-            grudge = phase_grudge(phase, names, c)
-            on_nodes(cluster.nodes, lambda node: partition.apply(node, grudge))
-            phases.append({"phase": phase, "at_s": at(), "grudge": grudges.as_json(grudge)})
+            placing.enter(phase, phase_grudge(phase, placing.names(), c))
 
-        before = max(terms(polled, keepers))
+        before = max(terms(polled, c.keepers()))
         enter("tail")
         polled = wait(cluster, lambda p: elected(p, c, before), "tail")
         if polled is None:
@@ -234,7 +280,7 @@ class Seed003(Fault):
             "flush": {n: flush(polled, n) for n in c.keepers()},
         }
         enter("apart")
-        wait(cluster, lambda p: stood_down(p, c), "apart")
+        wait(cluster, lambda p: stood_down(p, c.new), "apart")
         enter("corrupt")
         done = wait(cluster, lambda p: committed(p, c, term), "corrupt")
         phases[-1] |= {"committed_s": at() if done else None}
@@ -245,18 +291,19 @@ class Seed003(Fault):
         reached = done is not None and lagged and phases[1]["tail_outlived"]
         return value | {"reached": reached, "took_s": at()}
 
-    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
-        healed = on_nodes(cluster.nodes, partition.heal)
-        return self.plan() | {"healed": [name for name, had in healed.items() if had]}
 
-
-def wait(cluster: ClusterKind, condition: Callable[[Poll], bool], phase: str) -> Poll | None:
+def wait(
+    cluster: ClusterKind,
+    condition: Callable[[Poll], bool],
+    phase: str,
+    within: dict[str, float] = WAITS,
+) -> Poll | None:
     """Poll until `condition` holds (the poll that shows it), or None after the phase's wait."""
-    deadline = time.monotonic() + WAITS[phase]
+    deadline = time.monotonic() + within[phase]
     while time.monotonic() < deadline:
         polled = cluster.poll()
         if condition(polled):
             return polled
         time.sleep(POLL_EVERY)
-    log.info("seed003: the %s phase's condition did not hold within %.0f s", phase, WAITS[phase])
+    log.info("the %s phase's condition did not hold within %.0f s", phase, within[phase])
     return None

@@ -1,6 +1,6 @@
 """The aimed nemesis's plan: what the seed draws (moment, roles' order, provocation, strike,
-delay), drawn among the moments the kind declares, and seed 003's history as one of its
-scenarios where the kind and the nodes allow it. Its effect on real nodes is tested in
+delay), drawn among the moments the kind declares, and seed 003's history and seed 001's
+example as two of its scenarios where the kind and the nodes allow them. Its effect on real nodes is tested in
 tests/integration/test_aimed.py."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from checkers.moments import CatchUp, LeaderChanged, LeaseEnding, Rebuild, Takeo
 from nemesis.aimed import PROVOCATIONS, STRIKES, Aimed
 from nemesis.partition import Partition
 from nemesis.schedule import plan
+from nemesis.seed001 import Seed001
 from nemesis.seed003 import Seed003
 
 NODES = [f"n{i}" for i in range(1, 6)]
@@ -54,14 +55,15 @@ def test_power_is_struck_only_where_the_backend_can_cut_it() -> None:
     assert "power" in {f.strike for f in faults if isinstance(f, Aimed)}
 
 
-def test_seed003_is_one_of_its_scenarios_on_a_cluster_that_can_have_it() -> None:
-    faults = drawn(300, moments=(TermWon, Takeover))
-    seed003 = [f for f in faults if isinstance(f, Seed003)]
-    assert 60 < len(seed003) < 140  # one scenario in three
-    assert seed003[0].plan()["shape"] == "seed003"
+def test_the_seeds_histories_are_two_of_its_scenarios_on_a_cluster_that_can_have_them() -> None:
+    faults = drawn(400, moments=(TermWon, Takeover))
+    for history, shape in ((Seed003, "seed003"), (Seed001, "seed001")):
+        found = [f for f in faults if isinstance(f, history)]
+        assert 60 < len(found) < 140, shape  # one scenario in four
+        assert found[0].plan()["shape"] == shape
     rng = random.Random(0)
     four = [Aimed.planned(NODES[:4], rng, moments=(TermWon,)) for _ in range(50)]
-    assert not any(isinstance(f, Seed003) for f in four)  # seed 003 needs five nodes
+    assert all(isinstance(f, Aimed) for f in four)  # the seeds' histories need five nodes
 
 
 def test_a_kind_that_declares_no_moment_is_aimed_at_its_failovers() -> None:
@@ -95,6 +97,6 @@ def test_in_all_the_aimed_package_is_drawn_once_for_each_moment_of_the_kind() ->
     assert entries.count("aimed") == 4 and len(entries) == 14
     steps = list(islice(plan(nemesis.packages(["all"], 5, False, False, moments), NODES, 0, 10.0),
                         1400))  # fmt: skip
-    share = sum(isinstance(s.fault, Aimed | Seed003) for s in steps) / len(steps)
+    share = sum(isinstance(s.fault, Aimed | Seed003 | Seed001) for s in steps) / len(steps)
     assert 0.24 < share < 0.34, share  # 4 / 14
     assert [p.name for p in nemesis.packages(["aimed"], 5, moments=moments)] == ["aimed"]

@@ -75,9 +75,9 @@ def test_the_phases_move_on_what_the_poll_shows() -> None:
     polled |= {"n3": keeper(2, 900), "n5": keeper(2, 600), "n6": keeper(2, 600)}
     assert recorded(polled, c, 500, 2)
     assert not recorded(polled | {"n3": keeper(1, 900)}, c, 500, 2)
-    assert not stood_down({"n2": ComputePoll("primary", term=2)}, c)
-    assert stood_down({"n2": ComputePoll("candidate", term=None)}, c)
-    assert not stood_down({}, c)  # a compute that does not answer says nothing
+    assert not stood_down({"n2": ComputePoll("primary", term=2)}, c.new)
+    assert stood_down({"n2": ComputePoll("candidate", term=None)}, c.new)
+    assert not stood_down({}, c.new)  # a compute that does not answer says nothing
     trio = {"n3": keeper(3, 900, 900), "n4": keeper(3, 900, 900), "n7": keeper(3, 900, 900)}
     assert committed(polled | trio, c, 2)
     one = {"n3": keeper(3, 900, 500), "n4": keeper(3, 900, 500), "n7": keeper(3, 900, 900)}

@@ -1,0 +1,187 @@
+"""Seed 001's first example as one fault: partitions that move as the cluster elects, so that
+a term's electors include a safekeeper whose log is longer than any other voter's but was
+written in an older term.
+
+Seed 001's example: S3 holds R1..R4 of the first epoch, S1 and S2 commit R3(e) in the second,
+and a later election by a quorum with S3 in it must keep R3(e): its VCL is the log of the
+newest term, not the longest log (Raft's up-to-date rule). A proposer that ranked its voters by
+length alone would take S3's R3(c), R4(d) and write over a committed record.
+
+The fault needs two computes: L, the one that serves when it starts, and S, another (any
+further compute stays with L). Of the safekeepers (in an order the seed draws), the first
+n - quorum form T, which gets L's tail (S3 of the seed), and the others R, a quorum, which
+elects S (S1 and S2):
+
+1. `tail`: {L} ∪ T | {S} ∪ R. L writes a tail that only T gets, then loses its lease; S wins a
+   term with R and commits WAL of its own on R. L's waiting commits alone make a tail of a
+   kilobyte or two, and S's first writes after its promotion carry whole pages, so on a kind
+   that can (SwitchesWal) L is made to switch WAL segments as the phase begins, as
+   `archive_timeout` would: the old segment's unused rest, megabytes, reaches T as WAL. The
+   phase ends as soon as R reports a commit past the term's start.
+2. `apart`: S, L and the safekeepers each on their own, until S's term has ended (its lease).
+   The bridge, the one of R with the least WAL, is chosen then.
+3. `vote`: {S} ∪ T ∪ {bridge} | {L} | the rest of R. S stands again and T with the bridge
+   elects it: a quorum in which the longest log is T's, of the older term.
+
+A correct proposer takes the bridge's log (its last term is the newer) and T is truncated to
+where the two diverge. One that takes T's log elects a log without the newer term's committed
+WAL, which S's own Postgres holds: S stands down as divergent, and with the committed log split
+between the rest of R and the new term, the cluster does not serve again (`not-recovered`,
+`no-final-read`).
+
+It is one of the scenarios of the aimed nemesis (nemesis.aimed), and a package of its own,
+`partition-seed001`, as seed 003's history is (nemesis.seed003, whose helpers it shares).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from clusters.kinds.base import SwitchesWal
+from nemesis import grudges
+from nemesis.grudges import Grudge
+from nemesis.seed003 import (
+    PlacedHistory,
+    Placing,
+    Poll,
+    flush,
+    keeper,
+    stood_down,
+    term_start,
+    terms,
+    wait,
+)
+
+MIN_KEEPERS = 3  # one with the old term's longer log, and a quorum without it
+MIN_NODES = MIN_KEEPERS + 2
+SETTLE = 3.0  # seconds the vote's partition stays once the new term has committed
+WAITS = {"leader": 30.0, "tail": 45.0, "recorded": 15.0, "apart": 15.0, "vote": 40.0}
+
+
+@dataclass(frozen=True)
+class Cast:
+    """Who plays which part of seed 001's example."""
+
+    old: str  # L: the compute that serves when the fault starts
+    new: str  # S: the compute that wins the next two terms
+    others: tuple[str, ...]  # any further computes: kept with L, out of the way
+    tail: tuple[str, ...]  # T: get L's tail, then vote with the bridge
+    quorum: tuple[str, ...]  # R: elect S and hold its term's WAL
+
+    def keepers(self) -> list[str]:
+        return [*self.tail, *self.quorum]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"L": self.old, "S": self.new, "T": list(self.tail), "R": list(self.quorum)}
+
+
+def cast(computes: list[str], keepers: list[str], leader: str, order: list[int]) -> Cast:
+    """The parts, from the computes, the safekeepers (in node order), the compute that leads
+    and the seed's order of the nodes (of which the first len(keepers) ranks order the
+    safekeepers): T the first n - quorum of that order, R the rest."""
+    if len(keepers) < MIN_KEEPERS or len(computes) < 2 or leader not in computes:
+        raise ValueError(
+            f"seed 001's example needs at least {MIN_KEEPERS} safekeepers and two computes, one "
+            f"leading (safekeepers {keepers}, computes {computes}, leader {leader})"
+        )
+    ranked = [keepers[i] for i in order if i < len(keepers)]
+    outside = len(keepers) - (len(keepers) // 2 + 1)
+    new = next(c for c in computes if c != leader)
+    others = tuple(n for n in computes if n not in (leader, new))
+    return Cast(leader, new, others, tuple(ranked[:outside]), tuple(ranked[outside:]))
+
+
+def phase_grudge(phase: str, nodes: list[str], c: Cast, bridge: str = "") -> Grudge:
+    """The partition of each phase (see the module's docstring); `vote` needs the bridge."""
+    old, tail, quorum = {c.old, *c.others}, set(c.tail), set(c.quorum)
+    components = {
+        "tail": lambda: [old | tail, {c.new} | quorum],
+        "apart": lambda: [{c.new}, old, tail | quorum],
+        "vote": lambda: [{c.new, bridge} | tail, old, quorum - {bridge}],
+    }[phase]()
+    return grudges.from_components(nodes, components)
+
+
+def elected(polled: Poll, c: Cast, before: int) -> bool:
+    """R has voted in a term above `before`: S won it."""
+    return max(terms(polled, c.quorum), default=0) > before
+
+
+def recorded(polled: Poll, c: Cast, term: int, start: int) -> bool:
+    """A safekeeper of R in `term` reports a commit past `start`: the term committed WAL of its
+    own (the commit position reaches a safekeeper with the proposer's next append)."""
+    return any(
+        (s := keeper(polled, n)) is not None
+        and (s.term or 0) >= term
+        and (s.commit_lsn or 0) > start
+        for n in c.quorum
+    )
+
+
+def bridge_of(polled: Poll, c: Cast) -> str:
+    """The one of R with the least WAL: with T, the quorum whose longest log is T's."""
+    return min(c.quorum, key=lambda n: (flush(polled, n), n))
+
+
+def won(polled: Poll, voters: list[str], term: int) -> bool:
+    """Every voter holds a term above `term`, and that term committed WAL past its start."""
+    states = [keeper(polled, n) for n in voters]
+    if any(s is None or (s.term or 0) <= term for s in states):
+        return False
+    top = max(s.term or 0 for s in states if s)
+    start = term_start(polled, top, 0)
+    return start > 0 and max(s.commit_lsn or 0 for s in states if s) > start
+
+
+class Seed001(PlacedHistory):
+    shape = "seed001"
+    waits = WAITS
+    casting = staticmethod(cast)
+
+    def run(self, placing: Placing, polled: Poll) -> dict[str, Any]:
+        cluster, c, at, value = placing.cluster, placing.parts, placing.at, placing.value
+        phases = value["phases"]
+
+        def enter(phase: str, bridge: str = "") -> None:
+            placing.enter(phase, phase_grudge(phase, placing.names(), c, bridge))
+
+        before = max(terms(polled, c.keepers()))
+        enter("tail")
+        if isinstance(cluster, SwitchesWal):
+            # L's few waiting commits make a tail of a kilobyte or two, while S's first writes
+            # after its promotion carry whole pages: a new segment ships the old one's unused
+            # rest to T, a tail no term's first moments outgrow
+            phases[-1]["switched_wal_at"] = cluster.switch_wal(c.old)
+        polled = wait(cluster, lambda p: elected(p, c, before), "tail", WAITS)
+        if polled is None:
+            return value | {"reached": False, "error": "S won no term"}
+        term = max(terms(polled, c.quorum))
+        start = term_start(polled, term, max(flush(polled, n) for n in c.quorum))
+        phases[-1] |= {"term_won_s": at(), "term": term, "term_start": start}
+        polled = wait(cluster, lambda p: recorded(p, c, term, start), "recorded", WAITS)
+        phases[-1] |= {"recorded_s": at() if polled else None}
+        enter("apart")
+        wait(cluster, lambda p: stood_down(p, c.new), "apart", WAITS)
+        polled = cluster.poll()
+        bridge = bridge_of(polled, c)
+        flushes = {n: flush(polled, n) for n in c.keepers()}
+        # seed 001's shape: a voter of the older term holds more WAL than the bridge
+        longer = max(flushes[n] for n in c.tail) > flushes[bridge]
+        phases[-1] |= {"flush": flushes, "bridge": bridge, "tail_longer": longer}
+        enter("vote", bridge)
+        voters = [*c.tail, bridge]
+        # what the moments' coverage counts: a term won by voters one of which holds a longer
+        # log of an older term, the rest of the last term's quorum cut off
+        value |= {"moment": "term-won", "role": "voters", "struck_s": at()}
+        value["strike"] = {"fault": "partition", "targets": sorted(set(c.quorum) - {bridge})}
+        done = wait(cluster, lambda p: won(p, voters, term), "vote", WAITS)
+        phases[-1] |= {"committed_s": at() if done else None}
+        if done:
+            time.sleep(SETTLE)
+        # the shape is reached when the vote begins: the term before it committed WAL of its
+        # own, and a voter holds a longer log of an older term (whether the vote then commits
+        # is the cluster's part: a proposer that takes the wrong log may never get there)
+        reached = longer and phases[0]["recorded_s"] is not None
+        return value | {"reached": reached, "took_s": at()}

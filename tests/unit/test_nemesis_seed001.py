@@ -1,0 +1,83 @@
+"""Seed 001's fault: who plays which part, each phase's partition, and the conditions on the
+cluster's poll that move it from one phase to the next. Its effect on a real cluster is
+measured by bench/mutants.py (a proposer that ranks its voters by length is caught)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from core.errors import BadInput
+from core.polls import SafekeeperPoll
+from nemesis import PACKAGES, validate
+from nemesis.seed001 import Seed001, bridge_of, cast, elected, phase_grudge, recorded, won
+
+NODES = [f"n{i}" for i in range(1, 8)]
+COMPUTES, KEEPERS = NODES[:2], NODES[2:]
+
+
+def hears(grudge: dict[str, frozenset[str]], a: str, b: str) -> bool:
+    return b not in grudge[a] and a not in grudge[b]
+
+
+def keeper(term: int, flush: int, commit: int = 0, start: int = 0) -> SafekeeperPoll:
+    return SafekeeperPoll(term, [[term, start]] if start else [], flush, commit)
+
+
+def test_the_tail_is_outside_a_quorum_and_the_rest_is_one() -> None:
+    # five: T is two (outside any quorum of three), R the other three, in the seed's order
+    c = cast(COMPUTES, KEEPERS, "n2", [4, 5, 0, 1, 6, 2, 3])
+    assert (c.old, c.new, c.others) == ("n2", "n1", ())
+    assert (c.tail, c.quorum) == (("n7", "n3"), ("n4", "n5", "n6"))
+    # three: one holds the tail, two elect
+    c = cast(COMPUTES, ["n3", "n4", "n5"], "n1", [2, 0, 6, 1])
+    assert (c.tail, c.quorum) == (("n5",), ("n3", "n4"))
+    with pytest.raises(ValueError, match="at least 3 safekeepers"):
+        cast(COMPUTES, KEEPERS[:2], "n1", [0, 1])
+
+
+def test_each_phase_cuts_the_cluster_as_seed_001_needs() -> None:
+    c = cast(COMPUTES, KEEPERS, "n1", [0, 1, 2, 3, 4])  # L n1, S n2, T n3 n4, R n5 n6 n7
+    tail = phase_grudge("tail", NODES, c)
+    assert [hears(tail, "n1", k) for k in KEEPERS] == [True, True, False, False, False]
+    assert [hears(tail, "n2", k) for k in KEEPERS] == [False, False, True, True, True]
+    apart = phase_grudge("apart", NODES, c)
+    assert not any(hears(apart, n, k) for n in COMPUTES for k in KEEPERS)
+    assert hears(apart, "n3", "n7")
+    vote = phase_grudge("vote", NODES, c, bridge="n6")
+    assert [hears(vote, "n2", k) for k in KEEPERS] == [True, True, False, True, False]
+    assert not any(hears(vote, "n1", k) for k in KEEPERS)
+    assert not hears(vote, "n5", "n6") and hears(vote, "n5", "n7")
+
+
+def test_the_phases_move_on_what_the_poll_shows() -> None:
+    c = cast(COMPUTES, KEEPERS, "n1", [0, 1, 2, 3, 4])
+    polled = {k: keeper(1, 500, 500) for k in KEEPERS} | {"n3": keeper(1, 900, 500)}
+    assert not elected(polled, c, 1)
+    polled["n6"] = keeper(2, 500, 500, start=500)  # S won term 2 with R
+    assert elected(polled, c, 1)
+    assert not recorded(polled, c, 2, 500)  # its start is committed, nothing of its own yet
+    polled["n5"] = keeper(2, 600, 560, start=500)
+    assert recorded(polled, c, 2, 500)
+    assert not recorded(polled | {"n5": keeper(1, 600, 560)}, c, 2, 500)  # an older term's
+    # the bridge is the one of R with the least WAL: with T, the longest log is T's
+    polled |= {"n7": keeper(2, 620, 560, start=500), "n6": keeper(2, 580, 560, start=500)}
+    assert bridge_of(polled, c) == "n6"
+    voters = ["n3", "n4", "n6"]
+    assert not won(polled, voters, 2)
+    third = {n: keeper(3, 700, 600, start=580) for n in voters}
+    assert won(polled | third, voters, 2)
+    assert not won(polled | third | {"n4": keeper(2, 700, 600, start=500)}, voters, 2)
+    unwritten = {n: keeper(3, 580, 560, start=580) for n in voters}
+    assert not won(polled | unwritten, voters, 2)  # the new term committed nothing of its own
+
+
+def test_the_package_needs_five_nodes_and_draws_its_order_from_the_seed() -> None:
+    with pytest.raises(BadInput, match="at least 5 nodes"):
+        validate(["partition-seed001"], 4, "safekeeper")
+    make = PACKAGES["partition-seed001"].make
+    first, again = make(NODES, random.Random(3)), make(NODES, random.Random(3))
+    assert isinstance(first, Seed001) and first.plan() == again.plan()
+    assert first.plan()["shape"] == "seed001"
+    assert sorted(first.plan()["order"]) == list(range(len(NODES)))
