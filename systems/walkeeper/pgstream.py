@@ -32,7 +32,7 @@ class PgStream:
     def __init__(self, conninfo: str) -> None:
         self.conn = pq.PGconn.connect(conninfo.encode())
         if self.conn.status != pq.ConnStatus.OK:
-            raise StreamError(self.conn.get_error_message().decode(errors="replace").strip())
+            raise StreamError(self.conn.error_message.decode(errors="replace").strip())
 
     def query(self, sql: str) -> list[list[str]]:
         res = self.conn.exec_(sql.encode())
@@ -84,7 +84,7 @@ class PgStream:
         """Report `flush` as written, flushed and applied: the only position we vouch for."""
         msg = b"r" + STANDBY_STATUS.pack(flush, flush, flush, now_pg(), 0)
         if self.conn.put_copy_data(msg) != 1 or self.conn.flush() < 0:
-            raise StreamError(self.conn.get_error_message().decode(errors="replace").strip())
+            raise StreamError(self.conn.error_message.decode(errors="replace").strip())
 
     def close(self) -> None:
         self.conn.finish()

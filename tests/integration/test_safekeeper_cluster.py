@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from clusters.backend import Node
-from clusters.kinds.safekeeper import SK_PORT, SafekeeperCluster, daemon_status
+from clusters.backend import Node, shell_quote
+from clusters.kinds.safekeeper import INSTALL, SK_PORT, SafekeeperCluster, daemon_status
 from core.endpoint import Endpoint
 from nemesis import heal_nodes
 from nemesis.kill import Kill
@@ -398,3 +398,20 @@ def test_a_wal_switch_ships_the_segments_rest_to_the_safekeepers(
         ),
         f"every safekeeper's WAL past the segment's end {boundary:#x}",
     )
+
+
+def test_a_stream_postgres_refuses_is_a_stream_error_on_the_nodes_psycopg(
+    cluster: SafekeeperCluster,
+) -> None:
+    """The daemons run on the nodes' psycopg (Debian's, older than the harness's): a refused
+    connection must raise the stream's own error, which the agent handles, not an
+    AttributeError of an API the nodes' psycopg lacks (seen: `get_error_message`, named by the
+    logs checker as a programming error of the compute)."""
+    script = (
+        "from walkeeper.pgstream import PgStream, StreamError\n"
+        "try:\n    PgStream('host=127.0.0.1 port=1 connect_timeout=2')\n"
+        "except StreamError as e:\n    print('StreamError:', e)\n"
+    )
+    node = cluster.computes()[0]
+    done = node.exec(f"env PYTHONPATH={INSTALL} python3 -c {shell_quote(script)}", check=False)
+    assert done.output.startswith("StreamError:"), done.output
