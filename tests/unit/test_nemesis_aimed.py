@@ -1,7 +1,7 @@
 """The aimed nemesis's plan: what the seed draws (moment, roles' order, provocation, strike,
 delay), drawn among the moments the kind declares, and seed 003's history and seed 001's
-example as two of its scenarios where the kind and the nodes allow them. Its effect on real nodes is tested in
-tests/integration/test_aimed.py."""
+example as two of its scenarios where the kind and the nodes allow them. Its effect on real
+nodes is tested in tests/integration/test_aimed.py."""
 
 from __future__ import annotations
 
