@@ -16,6 +16,10 @@ The rules:
   lowest of both commit and flush positions, name different terms as the writers of the log
   there (a term with no record left out): below what both hold and were told is committed, the
   logs are one, and so is the account of who wrote them.
+- `HistoryHeld`, `history-beyond-log`: a safekeeper's term history names a term that starts at
+  or past the end of its WAL. A term is announced before its records arrive; a safekeeper
+  reports only the history of the WAL it holds (seed 003), since a proposer ranks voters by the
+  last term they report, and a log that claims a term it lacks would be elected as holding it.
 - `OneProposerPerTerm`, `two-proposers-in-term`: two safekeepers that each hold a term's
   election (its entry in their term history, or the epoch announced) name different proposers
   as the one they voted for in it. Votes alone may split; the election message is taken only
@@ -282,6 +286,39 @@ class HistoriesAgree(Rule):
                             f"{_entry(ours, at)} and {b}'s says {_entry(theirs, at)}, below "
                             f"{lsn_text(cut)}, which both held and both had been told was "
                             "committed: the committed log is not one"
+                        ),
+                    }
+                )
+
+
+class HistoryHeld(Rule):
+    name = "history-held"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.told: set[tuple[str, int]] = set()  # each safekeeper's term reported once
+
+    def observe(self, r: Round) -> None:
+        for n, s in sorted(_of(r.nodes, SafekeeperPoll).items()):
+            flush = s.flush_lsn or 0
+            # a term whose entry starts at or past the WAL's end has no record in this log: a
+            # term announced, not yet written, which the log must not claim (seed 003)
+            for term, start in s.history or []:
+                if start < flush or (n, term) in self.told:
+                    continue
+                self.told.add((n, term))
+                self.found.append(
+                    {
+                        "type": "history-beyond-log",
+                        "window_ns": [r.begun or r.time, r.time],
+                        "term": term,
+                        "nodes": [n],
+                        "explanation": (
+                            f"at {r.time / NS_PER_S:.1f} s {n}'s term history names term "
+                            f"{term} from {lsn_text(start)}, but its WAL ends at "
+                            f"{lsn_text(flush)}: it claims a term it holds no record of, and "
+                            "a proposer ranks its log by the last term it claims, so a log "
+                            "without that term's WAL may be elected as the term's"
                         ),
                     }
                 )

@@ -18,6 +18,7 @@ from core.polls import COORDINATION, ComputePoll, Round, read_rounds, record_of
 from tests.unit.conftest import MS, both_ways
 
 S = 1_000_000_000
+RECORD = 0x28  # a WAL record's length, as the first of a term
 
 
 def analyse(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -39,7 +40,10 @@ def compute(serving: bool, term: int | None, role: str = "primary") -> dict:
 
 
 def safekeeper(term: int, history: list[list[int]], commit: int, flush: int = 0) -> dict:
-    return {"term": term, "history": history, "commit_lsn": commit, "flush_lsn": flush or commit}
+    """A safekeeper's poll; its WAL ends at `flush`, by default at the commit position or, if
+    its last term starts there, at that term's first record (it reports only terms it holds)."""
+    held = max(commit, history[-1][1] + RECORD) if history else commit
+    return {"term": term, "history": history, "commit_lsn": commit, "flush_lsn": flush or held}
 
 
 def test_one_serving_compute_at_a_time_is_valid_and_its_takeovers_listed() -> None:
@@ -281,6 +285,47 @@ def test_histories_agree_past_empty_terms_and_may_differ_above_what_both_hold() 
         },
         # n5 is caught up: its tail is cut and term 4's records written
         {"time": 2 * S, "nodes": {"n5": safekeeper(4, h, 0x2100000)}},
+    ]
+    assert analyse(rounds)["valid"] is True
+
+
+def test_a_history_naming_a_term_at_or_past_the_end_of_the_wal_claims_what_it_lacks() -> None:
+    h = [[1, 0x1000000], [3, 0x2000000]]
+    rounds = [
+        {
+            "time": 4 * S,
+            "nodes": {
+                "n3": safekeeper(3, h, 0x2100000),
+                # announced term 3 while 0x1000 short of its start: term 3 is not its log's yet
+                "n4": safekeeper(3, h, 0x1FFF000, 0x1FFF000),
+                # its WAL ends exactly where term 3 starts: not one record of term 3 either
+                "n5": safekeeper(3, h, 0x2000000, 0x2000000),
+            },
+        },
+        {"time": 5 * S, "nodes": {"n4": safekeeper(3, h, 0x1FFF000, 0x1FFF000)}},
+    ]
+    result = analyse(rounds)
+    assert result["anomaly_types"] == ["history-beyond-log"]
+    assert [a["nodes"] for a in result["anomalies"]] == [["n4"], ["n5"]]  # once each
+    assert result["anomalies"][0]["explanation"] == (
+        "at 4.0 s n4's term history names term 3 from 0/2000000, but its WAL ends at 0/1FFF000: "
+        "it claims a term it holds no record of, and a proposer ranks its log by the last term "
+        "it claims, so a log without that term's WAL may be elected as the term's"
+    )
+
+
+def test_a_history_of_terms_each_with_a_record_in_the_wal_is_held() -> None:
+    rounds = [
+        {
+            "time": 1 * S,
+            "nodes": {
+                "n3": safekeeper(3, [[1, 0x1000000], [3, 0x2000000]], 0x2000000, 0x2000001),
+                # a lagging safekeeper reports the history it holds, without the announced term
+                "n4": safekeeper(3, [[1, 0x1000000]], 0x1FFF000),
+                # the epoch variant keeps no history
+                "n5": {"term": 3, "epoch": 2, "flush_lsn": 0x2000000, "commit_lsn": 0x2000000},
+            },
+        },
     ]
     assert analyse(rounds)["valid"] is True
 
