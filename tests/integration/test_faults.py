@@ -14,6 +14,7 @@ import json
 import random
 import re
 import secrets
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -32,7 +33,7 @@ from clusters.kinds.base import ClusterKind, KindOption
 from clusters.kinds.on_node import ensure_clock_file, under_faketime
 from clusters.kinds.single import SingleCluster
 from core.endpoint import Endpoint
-from core.errors import BadInput
+from core.errors import BadInput, InfraError
 from core.history import HistoryWriter
 from nemesis import build, grudges, heal_nodes, packet
 from nemesis.clock import Clock, offset_set
@@ -241,13 +242,32 @@ def cluster_of(backend: Backend, kind: type[ClusterKind], options: dict[str, Any
     name = f"t{secrets.token_hex(4)}"
     try:
         cluster = kind(backend, name, options)
-        cluster.deploy(lambda msg: None)
+        try:
+            cluster.deploy(lambda msg: None)
+        except InfraError as e:
+            raise InfraError(f"{e}\n{log_tails(cluster)}") from e
         if backend.power:
             for node in cluster.nodes:
                 node.sync_power()
         yield cluster
     finally:
         backend.down(name)
+
+
+def log_tails(cluster: ClusterKind, lines: int = 12) -> str:
+    """The last lines of each node's logs, for a cluster that did not come up: the test's
+    teardown takes the nodes, and a daemon's own account of what failed is only there."""
+    with tempfile.TemporaryDirectory() as kept:
+        try:
+            cluster.collect_files(Path(kept))
+        except Exception as e:  # a node gone too: say so, and what the error was stays first
+            return f"(the nodes' logs could not be read: {e})"
+        tails = []
+        for log in sorted(Path(kept).glob("*/**/*.log")):
+            text = log.read_text(errors="replace").splitlines()[-lines:]
+            if text:
+                tails.append(f"--- {log.relative_to(kept)}\n" + "\n".join(text))
+        return "\n".join(tails) or "(no node wrote a log)"
 
 
 @pytest.fixture(scope="module")
