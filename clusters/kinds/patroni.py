@@ -152,6 +152,11 @@ def patroni_config(
     return json.dumps(config, indent=2) + "\n"
 
 
+def same_minor(a: str, b: str) -> bool:
+    """Whether two versions agree in major and minor ("3.4.0", "3.4.23")."""
+    return a.split(".")[:2] == b.split(".")[:2]
+
+
 def etcd_command(me: str, etcd: list[str]) -> str:
     cluster = ",".join(f"{e}=http://{e}:{ETCD_PEER_PORT}" for e in etcd)
     return (
@@ -236,7 +241,7 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
         say(f"starting the etcd ensemble on {', '.join(self.coordinators())}")
         for node in self.etcds():
             self.start_etcd(node)
-        wait_until("an etcd quorum", self._etcd_healthy, 120)
+        wait_until("an etcd quorum at its servers' version", self._etcd_healthy, 120)
         first, *others = self.members()
         say(f"starting Patroni on n1 (sync {self.options['patroni_sync']}, ttl {self.ttl} s)")
         self.start_patroni(first)
@@ -377,9 +382,16 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
         return None
 
     def _etcd_healthy(self) -> bool:
+        """A quorum, and the ensemble's cluster version raised to its servers' own. A new
+        etcd 3.4 ensemble reports cluster version 3.0 for its first seconds; a Patroni that
+        asks then takes the /v3alpha API, which 3.4 does not serve, and fails every request
+        until restarted (FINDINGS.md)."""
         host, port = self.etcds()[0].endpoint(ETCD_PORT)
         reply = requests.get(f"http://{host}:{port}/health", timeout=ASK_TIMEOUT)
-        return bool(reply.ok and str(reply.json().get("health")) == "true")
+        if not (reply.ok and str(reply.json().get("health")) == "true"):
+            return False
+        version = requests.get(f"http://{host}:{port}/version", timeout=ASK_TIMEOUT).json()
+        return same_minor(version["etcdcluster"], version["etcdserver"])
 
     def member_state(self, node: Node) -> PatroniPoll | None:
         """The member's Postgres as the `streaming` kind polls it, with Patroni's role and

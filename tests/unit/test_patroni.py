@@ -13,7 +13,13 @@ import pytest
 
 import nemesis
 from checkers.cluster_state import DeposedAcknowledged, LeaderKeyHeld, Timelines, check
-from clusters.kinds.patroni import PatroniCluster, etcd_command, loop_of, patroni_config
+from clusters.kinds.patroni import (
+    PatroniCluster,
+    etcd_command,
+    loop_of,
+    patroni_config,
+    same_minor,
+)
 from clusters.kinds.streaming import StreamingCluster
 from clusters.registry import cluster_kind
 from core.errors import BadInput
@@ -88,6 +94,13 @@ def test_each_etcd_server_names_the_whole_ensemble() -> None:
     cmd = etcd_command("n5", ["n4", "n5", "n6"])
     assert "--name n5 " in cmd and "--advertise-client-urls http://n5:2379" in cmd
     assert "--initial-cluster n4=http://n4:2380,n5=http://n5:2380,n6=http://n6:2380" in cmd
+
+
+def test_patroni_waits_for_the_ensemble_raised_to_its_servers_version() -> None:
+    """A new etcd 3.4 ensemble says 3.0.0 for its first seconds: not yet."""
+    assert same_minor("3.4.0", "3.4.23")
+    assert not same_minor("3.0.0", "3.4.23")
+    assert not same_minor("3.3.0", "3.4.23")
 
 
 def test_its_records_keep_their_type_through_the_polls_file(tmp_path: Path) -> None:
