@@ -24,14 +24,14 @@ BLOB = 64 * 1024  # bytes the source sends on each connection
 
 
 class Echo(socketserver.BaseRequestHandler):
-    """Echoes every byte; on `blob` sends BLOB bytes and closes."""
+    """Echoes every byte; on `blob` sends BLOB bytes. It never hangs up first, as a database
+    does not: when the source closed right after its bytes, noxious 1.0.4 sometimes ended the
+    connection before the limit_data toxic's bytes were written (none came through, in about
+    one connection in eight on a loaded machine), a race of the source's close, not the toxic."""
 
     def handle(self) -> None:
         while data := self.request.recv(65536):
-            if data == b"blob":
-                self.request.sendall(b"x" * BLOB)
-                return
-            self.request.sendall(data)
+            self.request.sendall(b"x" * BLOB if data == b"blob" else data)
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +61,13 @@ def round_trip(listen: str) -> float:
 
 
 def received(listen: str) -> int:
-    """Bytes the source's blob delivers through the proxy before the connection ends."""
+    """Bytes of the source's blob that come through the proxy: all of them, or those before
+    the proxy ends the connection."""
     host, port = listen.rsplit(":", 1)
     total = 0
     with socket.create_connection((host, int(port)), timeout=10) as conn:
         conn.sendall(b"blob")
-        while chunk := conn.recv(65536):
+        while total < BLOB and (chunk := conn.recv(65536)):
             total += len(chunk)
     return total
 
@@ -95,10 +96,7 @@ def test_limit_data_cuts_the_connection_after_its_bytes(
     proxy = toxiproxy.create(upstream=upstream, name="blob", listen=f"127.0.0.1:{free_port()}")
     assert received(proxy.listen) == BLOB
     proxy.add_toxic(type="limit_data", attributes={"bytes": 1000})
-    # Never more than its bytes through. In a loaded CI run noxious 1.0.4 once cut the first
-    # connection after the toxic was added before any of them: a few tries must show the 1000.
-    tries = [received(proxy.listen) for _ in range(3)]
-    assert max(tries) == 1000, tries
+    assert [received(proxy.listen) for _ in range(3)] == [1000] * 3  # each connection
     proxy.destroy_toxic("limit_data_downstream")
     assert received(proxy.listen) == BLOB
 
