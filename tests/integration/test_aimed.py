@@ -108,16 +108,17 @@ def test_a_term_won_strikes_the_new_leader_while_the_deposed_is_cut_off(
     fault = Aimed(TermWon, ("new-leader",), "partition", "kill", 0.2, 3.0, 0.0)
     try:
         value = fault.start(cluster)
-        assert value["provoked"]["target"] == old
+        assert value["provoked"]["target"] == old, value
         assert value["reached"] and value["role"] == "new-leader", value
         struck = value["strike"]["targets"]
-        assert struck and old not in struck and value["roles"]["deposed"] == [old]
-        assert all(not running(cluster, n) for n in struck)  # killed, every process of the kind
+        assert struck and old not in struck and value["roles"]["deposed"] == [old], value
+        left = {n: running(cluster, n) for n in struck}
+        assert not any(left.values()), left  # killed, every process of the kind
         keeper = cluster.safekeepers()[0].name
-        assert not reaches(cluster, old, keeper, SK_PORT)  # the provocation still holds
+        assert not reaches(cluster, old, keeper, SK_PORT), "the provocation no longer holds"
     finally:
-        fault.stop(cluster)
-    assert reaches(cluster, old, keeper, SK_PORT)
+        stopped = fault.stop(cluster)
+    assert reaches(cluster, old, keeper, SK_PORT), stopped
     for name in struck:
         assert eventually(lambda n=name: "proxy" in running(cluster, n), f"{name}'s agent back")
     eventually(lambda: serving(cluster), "a compute serving again", SERVES_WITHIN)
