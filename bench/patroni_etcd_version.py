@@ -2,9 +2,10 @@
 Patroni finding 4): the ensemble is brought up with one of its three servers held back, so that
 it has a quorum and says it is healthy, but cannot raise its cluster version; n1's Patroni is
 started then, and the third server a minute later. Prints when n1 bootstrapped, and its log's
-lines about etcd.
+lines about etcd. With `--proxied` the members reach etcd through proxies (Patroni's
+`use_proxies`), as the kind's runs with connection faults have them.
 
-    .venv/bin/python bench/patroni_etcd_version.py [--hold 60] [--after 90]
+    .venv/bin/python bench/patroni_etcd_version.py [--hold 60] [--after 90] [--proxied]
 """
 
 from __future__ import annotations
@@ -50,10 +51,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hold", type=float, default=60, help="seconds n1 is given to bootstrap")
     parser.add_argument("--after", type=float, default=90, help="seconds given once it joined")
+    parser.add_argument("--proxied", action="store_true", help="etcd through proxies")
     args = parser.parse_args()
     patroni.DEPLOY_WAIT_S = args.hold
     options = {"members": 2, "patroni_sync": "off", "ttl": 30, "read_from": "primary"}
-    cluster = HeldBack(DockerBackend(), f"pev{int(time.time()) % 10000}", options)
+    backend = DockerBackend()
+    backend.proxied = args.proxied
+    cluster = HeldBack(backend, f"pev{int(time.time()) % 10000}", options)
     try:
         try:
             cluster.deploy(say)
