@@ -384,8 +384,8 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
     def _etcd_healthy(self) -> bool:
         """A quorum, and the ensemble's cluster version raised to its servers' own. A new
         etcd 3.4 ensemble reports cluster version 3.0 for its first seconds; a Patroni that
-        asks then takes the /v3alpha API, which 3.4 does not serve, and fails every request
-        until restarted (FINDINGS.md)."""
+        asks then takes the /v3alpha API, which 3.4 does not serve, and fails every request;
+        behind proxies (use_proxies) it never asks again, until restarted (FINDINGS.md)."""
         host, port = self.etcds()[0].endpoint(ETCD_PORT)
         reply = requests.get(f"http://{host}:{port}/health", timeout=ASK_TIMEOUT)
         if not (reply.ok and str(reply.json().get("health")) == "true"):
