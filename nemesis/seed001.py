@@ -23,6 +23,19 @@ elects S (S1 and S2):
 3. `vote`: {S} ∪ T ∪ {bridge} | {L} | the rest of R. S stands again and T with the bridge
    elects it: a quorum in which the longest log is T's, of the older term.
 
+The seed draws whose term T's tail is of. In seed 001's example (`serving`) it is L's serving
+term, which R holds too. In the other (`fresh`), an orphan term: L is killed as the fault
+begins (`takeover`) and S, its standby, takes over; as soon as S's poll names its new term and
+donor, the `tail` phase cuts S off with T (the donor among them, since S reads the log's last
+segment from it before its Postgres starts), before the term's first record, and L comes back
+with R. S's
+promotion and its switch of WAL segments reach T alone: T holds a term whose records no later
+proposer's history names, and the parts of L and S are swapped for the rest (L wins the next
+term with R and stands in the vote). A voter's last term then differs from the proposer's last
+shared one, which is where a search for the divergence point that skips entries goes wrong
+(seed 003: truncate at the divergence point, "much like pg_rewind does"), and T's log, the
+longer, is still of the older term.
+
 A correct proposer takes the bridge's log (its last term is the newer) and T is truncated to
 where the two diverge. One that takes T's log elects a log without the newer term's committed
 WAL, which S's own Postgres holds: S stands down as divergent, and with the committed log split
@@ -35,13 +48,16 @@ It is one of the scenarios of the aimed nemesis (nemesis.aimed), and a package o
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from clusters.kinds.base import SwitchesWal
+from clusters.kinds.base import ClusterKind, SwitchesWal
+from core.polls import ComputePoll
 from nemesis import grudges
 from nemesis.grudges import Grudge
+from nemesis.kill import Kill
 from nemesis.seed003 import (
     PlacedHistory,
     Placing,
@@ -57,7 +73,16 @@ from nemesis.seed003 import (
 MIN_KEEPERS = 3  # one with the old term's longer log, and a quorum without it
 MIN_NODES = MIN_KEEPERS + 2
 SETTLE = 3.0  # seconds the vote's partition stays once the new term has committed
-WAITS = {"leader": 30.0, "tail": 45.0, "recorded": 15.0, "apart": 15.0, "vote": 40.0}
+WAITS = {
+    "leader": 30.0,
+    "takeover": 30.0,
+    "switch": 15.0,
+    "tail": 45.0,
+    "recorded": 15.0,
+    "apart": 15.0,
+    "vote": 40.0,
+}
+TAILS = ("serving", "fresh")  # whose term T's tail is of: L's serving term, or S's new one
 
 
 @dataclass(frozen=True)
@@ -125,6 +150,40 @@ def bridge_of(polled: Poll, c: Cast) -> str:
     return min(c.quorum, key=lambda n: (flush(polled, n), n))
 
 
+def won_by(polled: Poll, compute: str, before: int) -> tuple[int, str] | None:
+    """The term above `before` that `compute` was elected in, with its donor, once its poll
+    says so; else None."""
+    state = polled.get(compute)
+    if isinstance(state, ComputePoll) and (state.term or 0) > before and state.donor:
+        return state.term or 0, state.donor
+    return None
+
+
+def recast(c: Cast, donor: str) -> Cast:
+    """The parts once S has won the fresh term from `donor`: S and L swap theirs, and T is the
+    donor with the first others of the seed's order (S reads the log's last segment from its
+    donor before its Postgres starts, so the donor must stay on S's side)."""
+    ranked = [*c.tail, *c.quorum]
+    tail = (donor, *[k for k in ranked if k != donor][: len(c.tail) - 1])
+    return Cast(c.new, c.old, c.others, tail, tuple(k for k in ranked if k not in tail))
+
+
+def holds(polled: Poll, name: str, term: int) -> bool:
+    """The safekeeper's log holds records of `term`: its history names the term from a start
+    below the end of its WAL (a term announced and not yet written is not held)."""
+    state = keeper(polled, name)
+    return state is not None and any(
+        t == term and start < (state.flush_lsn or 0) for t, start in state.history or []
+    )
+
+
+def orphaned(polled: Poll, c: Cast, term: int) -> bool:
+    """`term` is an orphan: a safekeeper of T holds records of it, and none of R does."""
+    return any(holds(polled, n, term) for n in c.tail) and not any(
+        holds(polled, n, term) for n in c.quorum
+    )
+
+
 def won(polled: Poll, voters: list[str], term: int) -> bool:
     """Every voter holds a term above `term`, and that term committed WAL past its start."""
     states = [keeper(polled, n) for n in voters]
@@ -135,10 +194,34 @@ def won(polled: Poll, voters: list[str], term: int) -> bool:
     return start > 0 and max(s.commit_lsn or 0 for s in states if s) > start
 
 
+def switch(cluster: SwitchesWal, node: str) -> str:
+    """Have the node's Postgres switch WAL segments, trying again until it answers as a primary
+    (a standby that won a term is promoted a moment after): the LSN it answered, or the last
+    answer."""
+    deadline = time.monotonic() + WAITS["switch"]
+    while True:
+        answer = cluster.switch_wal(node)
+        if "/" in answer or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.2)
+
+
 class Seed001(PlacedHistory):
     shape = "seed001"
     waits = WAITS
     casting = staticmethod(cast)
+
+    def __init__(self, order: list[int], tail: str = "serving") -> None:
+        super().__init__(order)
+        self.tail = tail
+        self.killed: Kill | None = None  # L, while S takes over (`fresh`)
+
+    @classmethod
+    def planned(cls, nodes: list[str], rng: random.Random) -> Seed001:
+        return cls(rng.sample(range(len(nodes)), len(nodes)), rng.choice(TAILS))
+
+    def plan(self) -> dict[str, Any]:
+        return super().plan() | {"tail": self.tail}
 
     def run(self, placing: Placing, polled: Poll) -> dict[str, Any]:
         cluster, c, at, value = placing.cluster, placing.parts, placing.at, placing.value
@@ -148,12 +231,29 @@ class Seed001(PlacedHistory):
             placing.enter(phase, phase_grudge(phase, placing.names(), c, bridge))
 
         before = max(terms(polled, c.keepers()))
+        if self.tail == "fresh":
+            entry = {"phase": "takeover", "at_s": at()}
+            phases.append(entry)
+            self.killed = Kill("role", [c.old])
+            entry["killed"] = self.killed.start(cluster).get("killed")
+            polled = wait(
+                cluster, lambda p: won_by(p, c.new, before) is not None, "takeover", WAITS
+            )
+            if polled is None:
+                return value | {"reached": False, "error": "S won no term"}
+            before, donor = won_by(polled, c.new, before) or (before, "")
+            entry |= {"term_won_s": at(), "term": before, "donor": donor}
+            # S, which now leads, takes L's part for the rest, and L takes S's
+            c = placing.parts = recast(c, donor)
+            value["cast"] = c.as_json()
         enter("tail")
+        if self.killed is not None:  # L back, with R
+            phases[-1]["restarted"] = self.killed.stop(cluster).get("restarted")
         if isinstance(cluster, SwitchesWal):
             # L's few waiting commits make a tail of a kilobyte or two, while S's first writes
             # after its promotion carry whole pages: a new segment ships the old one's unused
             # rest to T, a tail no term's first moments outgrow
-            phases[-1]["switched_wal_at"] = cluster.switch_wal(c.old)
+            phases[-1]["switched_wal_at"] = switch(cluster, c.old)
         polled = wait(cluster, lambda p: elected(p, c, before), "tail", WAITS)
         if polled is None:
             return value | {"reached": False, "error": "S won no term"}
@@ -170,6 +270,8 @@ class Seed001(PlacedHistory):
         # seed 001's shape: a voter of the older term holds more WAL than the bridge
         longer = max(flushes[n] for n in c.tail) > flushes[bridge]
         phases[-1] |= {"flush": flushes, "bridge": bridge, "tail_longer": longer}
+        if self.tail == "fresh":
+            phases[-1]["orphan"] = orphaned(polled, c, before)
         enter("vote", bridge)
         voters = [*c.tail, bridge]
         # what the moments' coverage counts: a term won by voters one of which holds a longer
@@ -183,5 +285,12 @@ class Seed001(PlacedHistory):
         # the shape is reached when the vote begins: the term before it committed WAL of its
         # own, and a voter holds a longer log of an older term (whether the vote then commits
         # is the cluster's part: a proposer that takes the wrong log may never get there)
-        reached = longer and phases[0]["recorded_s"] is not None
+        tail = next(p for p in phases if p["phase"] == "tail")
+        reached = longer and tail["recorded_s"] is not None
+        if self.tail == "fresh":  # and the fresh term is an orphan: T holds records of it, R none
+            reached = reached and phases[-2]["orphan"]
         return value | {"reached": reached, "took_s": at()}
+
+    def stop(self, cluster: ClusterKind) -> dict[str, Any]:
+        restarted = self.killed.stop(cluster).get("restarted") if self.killed else {}
+        return super().stop(cluster) | ({"restarted": restarted} if restarted else {})

@@ -9,9 +9,21 @@ import random
 import pytest
 
 from core.errors import BadInput
-from core.polls import SafekeeperPoll
+from core.polls import ComputePoll, SafekeeperPoll
 from nemesis import PACKAGES, validate
-from nemesis.seed001 import Seed001, bridge_of, cast, elected, phase_grudge, recorded, won
+from nemesis.seed001 import (
+    Seed001,
+    bridge_of,
+    cast,
+    elected,
+    holds,
+    orphaned,
+    phase_grudge,
+    recast,
+    recorded,
+    won,
+    won_by,
+)
 
 NODES = [f"n{i}" for i in range(1, 8)]
 COMPUTES, KEEPERS = NODES[:2], NODES[2:]
@@ -81,3 +93,49 @@ def test_the_package_needs_five_nodes_and_draws_its_order_from_the_seed() -> Non
     assert isinstance(first, Seed001) and first.plan() == again.plan()
     assert first.plan()["shape"] == "seed001"
     assert sorted(first.plan()["order"]) == list(range(len(NODES)))
+
+
+def held(term: int, history: list[list[int]], flush: int) -> SafekeeperPoll:
+    return SafekeeperPoll(term, history, flush, 0)
+
+
+def test_the_fresh_term_is_s_s_once_its_poll_names_it_and_its_donor() -> None:
+    polled: dict = {"n2": ComputePoll(role="standby")} | {k: keeper(4, 500) for k in KEEPERS}
+    assert won_by(polled, "n2", 3) is None  # the safekeepers voted; S does not lead yet
+    polled["n2"] = ComputePoll(role="primary", term=4)
+    assert won_by(polled, "n2", 3) is None  # elected, the donor not yet said
+    polled["n2"] = ComputePoll(role="primary", term=4, donor="n6")
+    assert won_by(polled, "n2", 3) == (4, "n6")
+    assert won_by(polled, "n2", 4) is None  # not above the term before
+
+
+def test_once_s_has_won_the_donor_is_in_t_and_l_and_s_swap_parts() -> None:
+    c = cast(COMPUTES, KEEPERS, "n1", [0, 1, 2, 3, 4])  # T n3 n4, R n5 n6 n7
+    again = recast(c, "n6")
+    assert (again.old, again.new) == ("n2", "n1")
+    assert (again.tail, again.quorum) == (("n6", "n3"), ("n4", "n5", "n7"))
+    assert recast(c, "n3").tail == ("n3", "n4")  # the donor already in T
+    one = cast(COMPUTES, ["n3", "n4", "n5"], "n1", [2, 0, 6, 1])  # T n5, R n3 n4
+    assert (recast(one, "n4").tail, recast(one, "n4").quorum) == (("n4",), ("n5", "n3"))
+
+
+def test_a_term_is_an_orphan_when_only_t_holds_records_of_it() -> None:
+    c = cast(COMPUTES, KEEPERS, "n1", [0, 1, 2, 3, 4])  # T n3 n4, R n5 n6 n7
+    old = [[1, 0], [3, 400]]
+    # the fresh term 4 from 500: n3 holds its records, R was announced it and holds none
+    polled = {n: held(4, [*old, [4, 500]], 500) for n in c.quorum}
+    polled |= {"n3": held(4, [*old, [4, 500]], 9000), "n4": held(4, [*old, [4, 500]], 500)}
+    assert holds(polled, "n3", 4) and not holds(polled, "n5", 4) and holds(polled, "n5", 3)
+    assert orphaned(polled, c, 4)
+    # R's later term started past 500: n6 wrote records of term 4 before it
+    polled["n6"] = held(5, [*old, [4, 500], [5, 700]], 900)
+    assert not orphaned(polled, c, 4)
+    # nobody holds records of it: not an orphan either, a term never written
+    polled = {n: held(4, [*old, [4, 500]], 500) for n in KEEPERS}
+    assert not orphaned(polled, c, 4)
+
+
+def test_the_seed_draws_whose_term_the_tail_is_of() -> None:
+    make = PACKAGES["partition-seed001"].make
+    tails = {make(NODES, random.Random(seed)).plan()["tail"] for seed in range(20)}
+    assert tails == {"serving", "fresh"}
