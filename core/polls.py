@@ -82,9 +82,13 @@ class ComputePoll(Record, tag="compute"):
     def behind(self, nodes: dict[str, Record]) -> str | None:
         """Whole is a standby whose Postgres answers queries (it can serve reads, be copied and
         take over), or the primary serving its own writes."""
-        if self.role == "standby" and self.consistent is False:
-            return "it is a standby whose Postgres does not answer queries"
-        if self.role == "standby" or (self.role == "primary" and self.serving):
+        if self.role == "standby":
+            # a standby holds no limbo: what it says of one is not its own (an agent that led
+            # once may still describe the limbo of the term it lost)
+            if self.consistent is False:
+                return "it is a standby whose Postgres does not answer queries"
+            return None
+        if self.role == "primary" and self.serving:
             if self.taking_writes is False:
                 return "it serves but still holds an earlier leader's transactions"
             return None

@@ -383,6 +383,7 @@ class Agent:
             STATUS.proposer = None
             if limbo is not None:
                 limbo.stop.set()
+                self.limbo = None  # its term is over: the status no longer speaks of it
 
     def catch_up(self, p: Proposer) -> None:
         """With Postgres stopped: compare its WAL with the log before VCL, and write the part of

@@ -806,6 +806,10 @@ BEHIND = {"s3": {**safekeeper(2, [[1, 0]], 100), "flush_lsn": 100}}
             "c2: it is a standby whose Postgres does not answer queries",
         ),
         ({15: {"s2": {}}}, "s2: it does not answer"),
+        (
+            {15: {"c1": compute(True, 2) | {"limbo": 3, "taking_writes": False}}},
+            "c1: it serves but still holds an earlier leader's transactions",
+        ),
         ({15: {"c1": compute(False, None, "candidate")}}, "no member serves clients"),
     ],
 )
@@ -828,9 +832,16 @@ def test_a_member_back_within_the_limit_or_a_run_too_short_to_tell_is_no_anomaly
         "c2": compute(False, None, "standby") | {"consistent": True},
     }
     replaying = {"c2": compute(False, None, "standby") | {"consistent": False}}
+    # c2 led a term and lost it with prepared transactions waiting; back as a consistent
+    # standby, its agent still described that limbo (confirm-rollback, partition-seed001 seed 1)
+    led_once = {"limbo": 4, "taking_writes": False, "consistent": True}
     history, polls = _recovery_run(
         tmp_path, write_history, {15: BEHIND | replaying, 95: whole}, until=115
     )
+    result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
+    assert result["valid"] is True, result["anomalies"]
+    stale = {"c2": compute(False, None, "standby") | led_once}
+    history, polls = _recovery_run(tmp_path, write_history, {15: BEHIND, 95: whole | stale}, 115)
     result = both_ways(plain_check, fed_check, ops_of(history), history, polls=str(polls))
     assert result["valid"] is True, result["anomalies"]
     assert result["recovered_s"] == pytest.approx(95 - 20.1, abs=0.1)
