@@ -24,16 +24,17 @@ elects S (S1 and S2):
    elects it: a quorum in which the longest log is T's, of the older term.
 
 The seed draws whose term T's tail is of. In seed 001's example (`serving`) it is L's serving
-term, which R holds too. In the other (`fresh`), an orphan term: L is killed as the fault
-begins (`takeover`) and S, its standby, takes over; as soon as S's poll names its new term and
-donor, the `tail` phase cuts S off with T (the donor among them, since S reads the log's last
-segment from it before its Postgres starts), before the term's first record, and L comes back
-with R. S's
-promotion and its switch of WAL segments reach T alone: T holds a term whose records no later
-proposer's history names, and the parts of L and S are swapped for the rest (L wins the next
-term with R and stands in the vote). A voter's last term then differs from the proposer's last
-shared one, which is where a search for the divergence point that skips entries goes wrong
-(seed 003: truncate at the divergence point, "much like pg_rewind does"), and T's log, the
+term, which R holds too. In the other (`fresh`) it is an orphan term:
+
+0. `takeover`: L is killed and S, its standby, takes over. As soon as S's poll names its new
+   term and its donor, the `tail` phase cuts S off with T, before the term's first record, and
+   L comes back with R. The donor is put in T, since S reads the log's last segment from it
+   before its Postgres starts. S's promotion and its switch of WAL segments reach T alone.
+
+T then holds a term whose records no later proposer's history names, and L and S swap parts
+for the rest: L wins the next term with R and stands in the vote. A voter's last term differs
+from the proposer's last shared one, which is where a search for the divergence point that
+skips entries goes wrong (seed 003: truncate at the divergence point), and T's log, the
 longer, is still of the older term.
 
 A correct proposer takes the bridge's log (its last term is the newer) and T is truncated to
