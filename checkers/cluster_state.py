@@ -42,6 +42,12 @@ The rules:
   its WAL positions (which `acknowledged-on-quorum`, by position, may then take as held).
 - `LogDivergence`, `log-divergence` (from the checksums the kind collects at the end of a run):
   two safekeepers hold different bytes over an LSN range below the commit LSN that both hold.
+- `InheritedConfirmed`, `inherited-rolled-back` (confirm/rollback, from the two-phase records of
+  the committed log the kind decodes at the end of a run): a ROLLBACK PREPARED written by a
+  Postgres instance (a leader's, begun with its term) of a transaction whose PREPARE an earlier
+  instance wrote. A new leader confirms every transaction it inherits; rolling one back is left
+  to a person (seed 002). No client need have been told either outcome, so only the log shows
+  it.
 - `VclocksForward`, `vclock-backwards` (Tarantool): a component of an instance's vclock (how far
   it has applied one instance's writes; component 0, its local changes, is left out) went down
   between two polls: transactions it had written to its WAL are gone.
@@ -595,6 +601,86 @@ class LogDivergence(Rule):
 
     def figures(self) -> dict[str, Any]:
         return {"wal_compared": self.compared} if self.compared else {}
+
+
+class InheritedConfirmed(Rule):
+    name = "inherited-confirmed"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counted: dict[str, Any] = {}
+
+    def report(self, evidence: Evidence) -> list[Anomaly]:
+        read = (evidence.digests or {}).get("transactions")
+        if not read or "records" not in read:
+            return []
+        found, self.counted = inherited_rolled_back(read)
+        return found
+
+    def figures(self) -> dict[str, Any]:
+        return {"log_decisions": self.counted} if self.counted else {}
+
+
+def inherited_rolled_back(read: dict[str, Any]) -> tuple[list[Anomaly], dict[str, Any]]:
+    """The rollbacks of inherited transactions in a committed log, and what it holds.
+
+    `read`: the log's records (clusters.kinds.postgres.two_phase_records), read from `node`'s
+    WAL between `from_lsn` and `to_lsn`, and that safekeeper's term `history` ([term, start];
+    the term whose log holds a record is the last to start at or before it), which only names
+    terms in the explanation. A leader starts its Postgres when its term begins, and its limbo
+    takes every transaction already prepared as inherited: so a transaction is inherited by the
+    instance whose boundary follows its PREPARE. The log of a term may begin with records its
+    leader's Postgres wrote in the term before (a tail the quorum had not taken), so a term's
+    start is not where its own writing begins; a boundary is. A rollback whose PREPARE was not
+    read (before `from_lsn`) proves nothing and is only counted."""
+    starts = sorted((int(start), int(term)) for term, start in read.get("history") or [])
+    keys = [start for start, _ in starts]
+
+    def term_at(lsn: int) -> str:
+        i = bisect.bisect_right(keys, lsn)
+        return f" (in term {starts[i - 1][1]}'s log)" if i else ""
+
+    prepared: dict[int, tuple[int, str, int]] = {}  # xid → PREPARE's lsn, gid, instance
+    instance, began = 0, 0  # the instance writing, and where its boundary is
+    counts = {"prepared": 0, "confirmed": 0, "rolled_back": 0, "unmatched": 0, "instances": 1}
+    found: list[Anomaly] = []
+    node = read.get("node", "a safekeeper")
+    for lsn, what, xid, gid in read.get("records") or []:
+        if what == "boundary":
+            instance, began = instance + 1, lsn
+            counts["instances"] += 1
+            continue
+        if what == "prepare":
+            prepared[xid] = (lsn, gid, instance)
+            counts["prepared"] += 1
+            continue
+        counts["confirmed" if what == "commit" else "rolled_back"] += 1
+        if xid not in prepared:
+            counts["unmatched"] += 1
+            continue
+        at, gid, by = prepared.pop(xid)
+        if what != "abort" or by == instance:
+            continue
+        found.append(
+            {
+                "type": "inherited-rolled-back",
+                "node": node,
+                "xid": xid,
+                "gid": gid,
+                "lsn_range": [at, lsn],
+                "explanation": (
+                    f"{node}'s committed log holds the ROLLBACK PREPARED of transaction {xid} "
+                    f"(gid {gid}) at {lsn_text(lsn)}{term_at(lsn)}, written by the Postgres "
+                    f"that began at {lsn_text(began)}, though its PREPARE at {lsn_text(at)}"
+                    f"{term_at(at)} came before that: a leader rolled back a transaction it "
+                    "inherited; it must confirm it, and only a person may roll it back "
+                    "(seed 002)"
+                ),
+            }
+        )
+    counts["inherited_rolled_back"] = len(found)
+    counts["upto_lsn"] = read.get("to_lsn")
+    return found[:MOST_NAMED], counts
 
 
 class VclocksForward(Rule):

@@ -5,6 +5,8 @@ Shared by every cluster kind that runs Postgres, so each kind only says how its 
 
 from __future__ import annotations
 
+import re
+
 from clusters.backend import Node
 from clusters.kinds.on_node import ensure_clock_file, under_faketime
 
@@ -15,6 +17,17 @@ PG_LOG = f"{LOG_DIR}/postgres.log"
 PORT = 5432
 DBNAME = "harness"
 USER = "postgres"
+
+# pg_waldump's line for a two-phase record (Transaction resource manager), or for the checkpoint
+# that separates two Postgres instances in a log (XLOG), as Postgres 15 writes them
+_RECORD_LINE = re.compile(
+    r"tx:\s*(?P<tx>\d+), lsn: (?P<hi>[0-9A-F]+)/(?P<lo>[0-9A-F]+),.*? desc: "
+    r"(?:PREPARE gid (?P<gid>.*?): |(?P<what>COMMIT_PREPARED|ABORT_PREPARED) (?P<xid>\d+): "
+    r"|(?P<boundary>CHECKPOINT_SHUTDOWN|END_OF_RECOVERY) )"
+)
+_DECISION = {"COMMIT_PREPARED": "commit", "ABORT_PREPARED": "abort"}
+# what pg_waldump is to print for two_phase_records
+TWO_PHASE_RMGRS = ("Transaction", "XLOG")
 
 BASE_CONF = """
 listen_addresses = '*'
@@ -98,3 +111,26 @@ def psql(node: Node, sql: str) -> str:
     return node.exec(
         f"{PG_BIN}/psql -h 127.0.0.1 -U {USER} -d {DBNAME} -tAc {quote(sql)}", check=False
     ).output.strip()
+
+
+def two_phase_records(waldump: str) -> list[list[object]]:
+    """The two-phase records in pg_waldump's output (`-r` each of TWO_PHASE_RMGRS), in log
+    order: [lsn, "prepare", xid, gid]; [lsn, "commit" or "abort", the prepared xid, None]; and
+    [lsn, "boundary", None, None] where one Postgres instance's WAL ends and the next one's
+    begins. A Postgres writes a shutdown checkpoint when it stops cleanly, and one at the end
+    of its crash recovery when it starts after a crash (an end-of-recovery record after a
+    promotion), so a boundary lies between the records of any two instances. Other lines
+    (plain commits, other checkpoints, pg_waldump's error at the log's end) are passed over."""
+    found: list[list[object]] = []
+    for line in waldump.splitlines():
+        m = _RECORD_LINE.search(line)
+        if m is None:
+            continue
+        lsn = (int(m["hi"], 16) << 32) | int(m["lo"], 16)
+        if m["gid"] is not None:
+            found.append([lsn, "prepare", int(m["tx"]), m["gid"]])
+        elif m["boundary"] is not None:
+            found.append([lsn, "boundary", None, None])
+        else:
+            found.append([lsn, _DECISION[m["what"]], int(m["xid"]), None])
+    return found

@@ -24,6 +24,7 @@ from checkers.cluster_state import (
     DonorHoldsAcknowledged,
     HistoriesAgree,
     HistoryHeld,
+    InheritedConfirmed,
     LogDivergence,
     OneProposerPerTerm,
     OneServing,
@@ -41,7 +42,7 @@ from checkers.moments import (
     Takeover,
     TermWon,
 )
-from clusters.backend import Node, shell_quote
+from clusters.backend import Node, NodeCommandError, shell_quote
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import (
     SYNCHRO_TIMEOUT_OPTION,
@@ -83,6 +84,43 @@ DAEMON_MODES = {Contract.DURABLE: "safekeeper", Contract.CONFIRM_ROLLBACK: "conf
 # each safekeeper (votes, appends, commit positions), dialled from the compute it runs on
 TO_SAFEKEEPER = Link("safekeeper", "each compute's proxy to each safekeeper")
 FAILOVER_AFTER = 5.0  # seconds a quorum of safekeepers hears no proposer before a takeover
+WAL_SEGMENT = 16 << 20  # the computes' WAL segment size (initdb's default)
+# Runs on a safekeeper node (python3 -c DECODE_LOG WAL BASE END SEGMENT PG_BIN RMGR…): WAL, the
+# log's bytes from BASE, cut into the segment files pg_waldump reads, which prints the records of
+# the resource managers RMGR… up to END. The log may begin inside a segment, whose first page
+# pg_waldump reads to learn the segment size: that page gets a long page header (the magic of
+# the log's first whole page, XLP_LONG_HEADER, timeline 1, the segment's address), and the
+# reading starts at that whole page.
+DECODE_LOG = r"""
+import os, struct, subprocess, sys, tempfile
+wal, pg_bin, rmgrs = sys.argv[1], sys.argv[5], sys.argv[6:]
+base, end, size = (int(a) for a in sys.argv[2:5])
+PAGE = 8192
+start = -(-base // PAGE) * PAGE
+lsn = lambda x: "%X/%X" % (x >> 32, x & 0xFFFFFFFF)
+with tempfile.TemporaryDirectory() as folder, open(wal, "rb") as f:
+    f.seek(start - base)
+    magic = f.read(2)
+    for lo in range(start - start % size, end, size):
+        name = "%08X%08X%08X" % (1, lo >> 32, (lo & 0xFFFFFFFF) // size)
+        with open(os.path.join(folder, name), "wb") as out:
+            out.truncate(size)
+            if start > lo:
+                out.write(magic + struct.pack("<HIQI4xQII", 2, 1, lo, 0, 0, size, PAGE))
+            at, to = max(lo, start), min(lo + size, end)
+            f.seek(at - base)
+            out.seek(at - lo)
+            while at < to:
+                chunk = f.read(min(1 << 20, to - at))
+                if not chunk:
+                    break
+                out.write(chunk)
+                at += len(chunk)
+    args = ["-p", folder, "-s", lsn(start), "-e", lsn(end), *(f"--rmgr={r}" for r in rmgrs)]
+    done = subprocess.run([pg_bin + "/pg_waldump", *args], capture_output=True, text=True)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+"""
 
 COMPUTE_CONF = f"""
 listen_addresses = '127.0.0.1'
@@ -162,6 +200,7 @@ class SafekeeperCluster(ClusterKind, SwitchesWal):
         AcknowledgedOnQuorum,
         DonorHoldsAcknowledged,
         LogDivergence,
+        InheritedConfirmed,
         QuietElections,
         Recovery,
     )
@@ -410,8 +449,40 @@ class SafekeeperCluster(ClusterKind, SwitchesWal):
                     digests[name].append([lo, reply["end"], reply["sha256"]])
         return {"commit_lsn": commit, "start": start, "span": DIGEST_SPAN, "digests": digests}
 
+    def log_transactions(self) -> dict[str, Any]:
+        """The committed log's two-phase records (PREPARE, COMMIT and ROLLBACK PREPARED) and the
+        boundaries between the Postgres instances that wrote it, as pg_waldump decodes them from
+        the WAL of the safekeeper that reports the highest commit LSN, with its term history:
+        the inherited-confirmed rule reads which instance decided each transaction an earlier
+        one prepared ({} when none answers)."""
+        states = {n: ask_status(n.endpoint(SK_PORT), 5.0) for n in self.safekeepers()}
+        answered = [(n, s) for n, s in states.items() if s.get("ok") and s.get("base_lsn")]
+        if not answered:
+            return {}
+        node, state = max(answered, key=lambda a: (a[1].get("commit_lsn") or 0, -a[1]["base_lsn"]))
+        base, end = int(state["base_lsn"]), int(state.get("commit_lsn") or 0)
+        if end <= base:
+            return {}
+        read = {"node": node.name, "from_lsn": base, "to_lsn": end}
+        try:
+            out = decode_log(node, f"{SK_DATA}/wal", base, end)
+        except NodeCommandError as e:
+            return read | {"error": str(e)}
+        return read | {"history": state.get("history") or [], "records": pg.two_phase_records(out)}
+
     def final_state(self) -> dict[str, Any]:
-        return super().final_state() | {store.WAL_DIGESTS: self.wal_digests()}
+        wal = self.wal_digests()
+        if self.contract_in_force is Contract.CONFIRM_ROLLBACK:
+            wal["transactions"] = self.log_transactions()
+        return super().final_state() | {store.WAL_DIGESTS: wal}
+
+
+def decode_log(node: Node, wal: str, base: int, end: int) -> str:
+    """pg_waldump's lines for the records two_phase_records reads of the log in the file `wal`
+    on `node`, whose first byte is at LSN `base`, up to LSN `end` (DECODE_LOG)."""
+    rmgrs = " ".join(pg.TWO_PHASE_RMGRS)
+    args = f"{shell_quote(wal)} {base} {end} {WAL_SEGMENT} {pg.PG_BIN} {rmgrs}"
+    return node.read(f"python3 -c {shell_quote(DECODE_LOG)} {args}")
 
 
 def planted(given: str | None) -> list[str]:

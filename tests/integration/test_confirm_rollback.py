@@ -11,12 +11,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
 
+from checkers.cluster_state import inherited_rolled_back
 from clusters.docker_backend import DockerBackend
-from clusters.kinds.safekeeper import SafekeeperCluster
+from clusters.kinds import postgres as pg
+from clusters.kinds.safekeeper import SK_DATA, SafekeeperCluster, decode_log
 from nemesis.kill import Kill
 from nemesis.pause import Pause
 from tests.integration.conftest import eventually
@@ -95,3 +98,38 @@ def test_a_write_without_a_quorum_in_time_is_rolled_back_for_good(
         fault.stop(cluster)
     kept = rows(direct(node(cluster, leader)))
     assert after in kept and value not in kept, "a rolled-back write became visible"
+
+
+def test_the_committed_log_shows_each_decision_and_the_term_that_wrote_it(
+    cluster: SafekeeperCluster,
+) -> None:
+    with psycopg.connect(**params(cluster.endpoints()[0])) as conn:
+        conn.execute(f"INSERT INTO {TABLE} VALUES (%s)", (next(VALUES),))
+        xid = int(conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0])  # type: ignore[index]
+        prepare_and_wait(conn)
+
+    def decided() -> dict[str, Any] | None:
+        read = cluster.log_transactions()
+        return read if [xid, "commit"] in [[r[2], r[1]] for r in read.get("records", [])] else None
+
+    read = eventually(decided, "the confirmation in the decoded log", 30)
+    (prepared,) = [r for r in read["records"] if r[2] == xid and r[1] == "prepare"]
+    (confirmed,) = [r for r in read["records"] if r[2] == xid and r[1] == "commit"]
+    assert prepared[0] < confirmed[0] and str(prepared[3]).startswith("h-")
+    assert read["history"] and read["history"][-1][1] <= prepared[0]  # the current term's
+    found, counted = inherited_rolled_back(read)
+    assert found == [] and counted["confirmed"] >= 1 and counted["unmatched"] == 0
+    # the current primary's Postgres began after the last boundary, before its PREPARE
+    began = [r[0] for r in read["records"] if r[1] == "boundary"]
+    assert began and began[-1] < prepared[0]
+    # a log that begins part-way through a segment and a page reads the same from there on
+    keeper = next(n for n in cluster.safekeepers() if n.name == read["node"])
+    cut = max(read["from_lsn"] + 1, prepared[0] - 3 * 8192 - 100)  # two whole pages before
+    copy = "/tmp/harness-wal-cut"
+    try:
+        keeper.exec(f"tail -c +{cut - read['from_lsn'] + 1} {SK_DATA}/wal > {copy}")
+        again = pg.two_phase_records(decode_log(keeper, copy, cut, read["to_lsn"]))
+    finally:
+        keeper.exec(f"rm -f {copy}")
+    assert prepared in again and again[0][0] >= cut
+    assert again == [r for r in read["records"] if r[0] >= again[0][0]]

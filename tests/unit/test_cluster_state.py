@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from checkers import cluster_state
-from checkers.cluster_state import check, divergence
+from checkers.cluster_state import check, divergence, inherited_rolled_back
 from checkers.cluster_state import check as plain_check
 from checkers.spark.cluster_state import check as fed_check
 from core.polls import COORDINATION, ComputePoll, Round, read_rounds, record_of
@@ -394,6 +394,75 @@ def test_ranges_a_safekeeper_holds_only_in_part_are_not_compared() -> None:
     digests["n4"][0][2] = "zz"
     (found,) = divergence({"commit_lsn": 200, "digests": digests})
     assert found["lsn_range"] == [0, 100] and "(n3 | n4)" in found["explanation"]
+
+
+# Term 2's log starts at 0x3000, but its leader's Postgres began writing at 0x3400: its log opens
+# with a tail the same compute's Postgres wrote in term 1, which the quorum had not yet taken.
+TWO_TERMS = [[1, 0x1000], [2, 0x3000]]
+BEGAN = [0x3400, "boundary", None, None]
+
+
+def _log(*records: list[Any]) -> dict[str, Any]:
+    return {"node": "n3", "from_lsn": 0x1000, "to_lsn": 0x9000, "history": TWO_TERMS,
+            "records": sorted(list(r) for r in records)}  # fmt: skip
+
+
+def test_a_new_leader_rolling_back_what_it_inherited_is_named() -> None:
+    read = _log([0x2000, "prepare", 700, "h-old"], BEGAN, [0x3500, "abort", 700, None])
+    (found,), counted = inherited_rolled_back(read)
+    assert found["type"] == "inherited-rolled-back" and found["lsn_range"] == [0x2000, 0x3500]
+    said = found["explanation"]
+    assert "transaction 700 (gid h-old) at 0/3500 (in term 2's log)" in said
+    assert "the Postgres that began at 0/3400" in said and "0/2000 (in term 1's log)" in said
+    assert counted["inherited_rolled_back"] == 1 and counted["rolled_back"] == 1
+
+
+def test_a_rollback_in_the_tail_a_term_took_from_its_leader_s_last_postgres_is_that_one_s() -> None:
+    # seen on the correct cluster (confirm-rollback, `all`, seed 0): n2 led term 4, rolled back
+    # its own transactions after 2 s without a quorum, and won term 5 with a VCL below those
+    # rollbacks; term 5's log took them from n2's WAL before its new Postgres began
+    read = _log([0x2000, "prepare", 700, "h-own"], [0x3100, "abort", 700, None], BEGAN)
+    assert inherited_rolled_back(read)[0] == []
+    # a PREPARE in that tail is inherited all the same
+    read = _log([0x3100, "prepare", 701, "h-tail"], BEGAN, [0x3500, "abort", 701, None])
+    assert [f["xid"] for f in inherited_rolled_back(read)[0]] == [701]
+
+
+def test_what_a_leader_inherits_and_confirms_or_rolls_back_of_its_own_is_valid() -> None:
+    read = _log(
+        [0x1100, "prepare", 650, "h-own"],
+        [0x1200, "abort", 650, None],  # term 1 rolls back its own
+        [0x2000, "prepare", 700, "h-inherited"],
+        BEGAN,
+        [0x3500, "commit", 700, None],  # term 2 confirms what it inherited
+        [0x3600, "prepare", 710, "h-own-2"],
+        [0x3700, "abort", 710, None],  # term 2 rolls back its own
+    )
+    found, counted = inherited_rolled_back(read)
+    assert found == []
+    assert counted | {"upto_lsn": None} == {
+        "prepared": 3, "confirmed": 1, "rolled_back": 2, "unmatched": 0, "instances": 2,
+        "inherited_rolled_back": 0, "upto_lsn": None,
+    }  # fmt: skip
+
+
+def test_a_rollback_whose_prepare_was_not_read_proves_nothing() -> None:
+    found, counted = inherited_rolled_back(_log(BEGAN, [0x3500, "abort", 699, None]))
+    assert found == [] and counted["unmatched"] == 1
+
+
+def test_the_rule_reads_the_decoded_log_from_the_end_of_run_evidence(tmp_path: Path) -> None:
+    digests = tmp_path / "wal-digests.json"
+    read = _log([0x2000, "prepare", 700, "h-old"], BEGAN, [0x3500, "abort", 700, None])
+    read["history"] = []  # the epoch variant keeps no term history: instances still tell
+    digests.write_text(json.dumps({"digests": {}, "transactions": read}))
+    rules = [cluster_state.RULES["inherited-confirmed"]]
+    result = plain_check([], digests=str(digests), rules=rules)
+    assert result["anomaly_types"] == ["inherited-rolled-back"]
+    assert "(in term" not in result["anomalies"][0]["explanation"]
+    assert result["log_decisions"]["prepared"] == 1
+    digests.write_text(json.dumps({"digests": {}}))  # durable runs decode no log
+    assert plain_check([], digests=str(digests), rules=rules)["valid"]
 
 
 def _written(write_history: Any, events: list[tuple[int, dict[str, Any]]]) -> Path:

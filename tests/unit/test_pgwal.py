@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clusters.kinds.postgres import two_phase_records
 from systems.walkeeper.pgwal import (
     PAGE,
     CatchUp,
@@ -110,3 +111,25 @@ def test_the_page_after_the_end_is_zeroed(tmp_path: Path) -> None:
     assert wal.read(0, 100) == b"\xff" * 100
     assert wal.read(100, PAGE) == bytes(PAGE - 100)
     assert wal.read(PAGE, 2 * PAGE) == b"\xff" * PAGE  # later pages are left alone
+
+
+XACT_DUMP = """\
+rmgr: Transaction len (rec/tot):     66/    66, tx:        723, lsn: 0/015006D0, prev 0/01500630, desc: COMMIT 2026-11-28 09:03:48.884477 UTC; inval msgs: snapshot 2396
+rmgr: Transaction len (rec/tot):    242/   242, tx:        725, lsn: 0/015167A8, prev 0/01516768, desc: PREPARE gid h-a: 2026-11-28 09:03:49.304327 UTC
+rmgr: Transaction len (rec/tot):    242/   242, tx:        726, lsn: 1/015168E0, prev 0/015168A0, desc: PREPARE gid h-b: 2026-11-28 09:03:49.337373 UTC
+rmgr: Transaction len (rec/tot):     42/    42, tx:          0, lsn: 1/015169D8, prev 1/015168E0, desc: COMMIT_PREPARED 725: 2026-11-28 09:03:49.369371 UTC
+rmgr: XLOG        len (rec/tot):    114/   114, tx:          0, lsn: 1/01516A08, prev 1/015169D8, desc: CHECKPOINT_SHUTDOWN redo 0/1555E48; tli 1; prev tli 1; fpw true; xid 0:740; oid 24576; multi 1; offset 0; oldest xid 716 in DB 1; oldest multi 1 in DB 1; oldest/newest commit timestamp xid: 0/0; oldest running xid 0; shutdown
+rmgr: XLOG        len (rec/tot):    114/   114, tx:          0, lsn: 1/01516A80, prev 1/01516A08, desc: CHECKPOINT_ONLINE redo 1/1516A08; tli 1; prev tli 1; fpw true; xid 0:739; oid 24576; multi 1; offset 0; oldest xid 716 in DB 1; oldest multi 1 in DB 1; oldest/newest commit timestamp xid: 0/0; oldest running xid 739; online
+rmgr: Transaction len (rec/tot):     42/    42, tx:          0, lsn: 1/01516B08, prev 1/01516A80, desc: ABORT_PREPARED 726: 2026-11-28 09:03:49.398118 UTC
+pg_waldump: error: error in WAL record at 1/1516A78: invalid record length at 1/1516AA0: wanted 24, got 0
+"""  # noqa: E501  (pg_waldump's own lines, Postgres 15)
+
+
+def test_two_phase_records_and_instance_boundaries_are_read_and_the_rest_passed_over() -> None:
+    assert two_phase_records(XACT_DUMP) == [
+        [0x15167A8, "prepare", 725, "h-a"],
+        [(1 << 32) | 0x15168E0, "prepare", 726, "h-b"],
+        [(1 << 32) | 0x15169D8, "commit", 725, None],
+        [(1 << 32) | 0x1516A08, "boundary", None, None],
+        [(1 << 32) | 0x1516B08, "abort", 726, None],
+    ]
