@@ -73,6 +73,7 @@ bench: setup
 	$(BIN)/python bench/bank_vs_pgbench.py
 	$(BIN)/python bench/commit_latency.py
 	$(BIN)/python bench/listappend_scale.py
+	$(BIN)/python bench/schedule_odds.py
 
 clean-clusters: python
 	$(BIN)/harness cluster down
