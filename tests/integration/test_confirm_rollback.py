@@ -19,7 +19,7 @@ import pytest
 from checkers.cluster_state import inherited_rolled_back
 from clusters.docker_backend import DockerBackend
 from clusters.kinds import postgres as pg
-from clusters.kinds.safekeeper import SK_DATA, SafekeeperCluster, decode_log
+from clusters.kinds.safekeeper import SK_DATA, WAL_SEGMENT, SafekeeperCluster, decode_log
 from nemesis.kill import Kill
 from nemesis.pause import Pause
 from tests.integration.conftest import eventually
@@ -38,6 +38,8 @@ from workloads.base import Definite
 from workloads.confirm_rollback import ROLLED_BACK, prepare_and_wait
 
 pytestmark = pytest.mark.docker
+
+PAGE = 8192  # Postgres's WAL page
 
 SYNCHRO_TIMEOUT = 1.0
 # Long enough for the leader to roll back, short enough that its lease (3 s of a silent quorum)
@@ -122,14 +124,19 @@ def test_the_committed_log_shows_each_decision_and_the_term_that_wrote_it(
     # the current primary's Postgres began after the last boundary, before its PREPARE
     began = [r[0] for r in read["records"] if r[1] == "boundary"]
     assert began and began[-1] < prepared[0]
-    # a log that begins part-way through a segment and a page reads the same from there on
+    # A log that begins part-way through a segment and a page reads the same from there on. The
+    # cut is two whole pages before a record well inside its segment: after a WAL switch the rest
+    # of a segment holds nothing pg_waldump can read, so a cut there would find no record.
+    inside = [r for r in read["records"] if r[0] % WAL_SEGMENT > 4 * PAGE]
+    assert inside, read["records"]
+    target = inside[-1]
+    cut = max(read["from_lsn"] + 1, target[0] - 3 * PAGE - 100)
     keeper = next(n for n in cluster.safekeepers() if n.name == read["node"])
-    cut = max(read["from_lsn"] + 1, prepared[0] - 3 * 8192 - 100)  # two whole pages before
     copy = "/tmp/harness-wal-cut"
     try:
         keeper.exec(f"tail -c +{cut - read['from_lsn'] + 1} {SK_DATA}/wal > {copy}")
         again = pg.two_phase_records(decode_log(keeper, copy, cut, read["to_lsn"]))
     finally:
         keeper.exec(f"rm -f {copy}")
-    assert prepared in again and again[0][0] >= cut
+    assert target in again and again[0][0] >= cut
     assert again == [r for r in read["records"] if r[0] >= again[0][0]]
