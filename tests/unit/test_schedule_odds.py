@@ -25,8 +25,10 @@ def test_a_fault_is_named_by_its_package_and_what_it_aims_at() -> None:
         "partition (seed001, serving)",
         "partition (seed001, fresh)",
     }
-    aimed = Aimed.planned(NODES, random.Random(1), SafekeeperCluster.moments)
-    assert label(aimed).startswith(("aimed (", "partition (seed00"))
+    rng = random.Random(1)
+    aimed = [Aimed.planned(NODES, rng, SafekeeperCluster.moments) for _ in range(20)]
+    moments = [f for f in aimed if isinstance(f, Aimed)]
+    assert moments and all(label(f) == f"aimed ({f.moment.name})" for f in moments)
 
 
 def test_a_run_meets_the_faults_its_schedule_starts_within_its_time() -> None:
