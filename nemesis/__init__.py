@@ -49,6 +49,7 @@ from core.history import HistoryWriter
 from nemesis import clock, packet, partition, toxic
 from nemesis.aimed import MIN_NODES as AIMED_NODES
 from nemesis.aimed import Aimed
+from nemesis.aimed import scenarios as aimed_scenarios
 from nemesis.base import Nemesis, NoNemesis
 from nemesis.clock import Clock
 from nemesis.fault import Fault, on_nodes
@@ -224,9 +225,10 @@ def packages(
     fault kind possible on this many nodes, the leader-aimed ones and the faults aimed at the
     kind's `moments` (power only where the backend offers it, and the coordination service's
     faults where the kind has one). The schedule draws among the list's entries alike, so in
-    `all` a package that reads the kind (`aimed`) stands once for each moment the kind
-    declares: each moment is then drawn about as often as a fault kind, where one entry for
-    them all left a 120 s run about one aimed fault, and a given moment almost none."""
+    `all` a package that reads the kind (`aimed`) stands once for each of its scenarios (the
+    kind's moments and the seeds' histories it can have): each is then drawn about as often
+    as a fault kind, where one entry for them all left a 120 s run about one aimed fault, and
+    a given moment almost none."""
     chosen: list[str] = []
     names = [ALIASES.get(name, name) for name in names]
     for name in names:
@@ -245,7 +247,7 @@ def packages(
     entries = []
     for name in dict.fromkeys(chosen):
         aimed = "moments" in known[name].reads_kind
-        draws = len(moments) if aimed and ALL in names and moments else 1
+        draws = aimed_scenarios(node_count, moments) if aimed and ALL in names else 1
         facts = {"moments": moments, "power": power, "links": links}
         entries += [_bound(known[name], facts)] * draws
     return entries

@@ -28,7 +28,8 @@ Everything is drawn when the schedule is planned (moment, roles' order, provocat
 delay, how long a follower is cut off); only who plays the roles is known when the moment comes.
 On a kind whose moments include `term-won` and with the nodes they need, the schedule also draws
 seed 003's history (`partition-seed003`) and seed 001's example (`partition-seed001`: a term's
-voters include a longer log of an older term) as two of its scenarios.
+voters include a longer log of an older term) with each of its two tails, as three scenarios
+more.
 
 The start's info value says what happened: {"moment", "role", "provocation": {…}, "seen_s" (when
 the moment was seen, from the fault's start), "roles" (who played which part), "strike": {…}
@@ -37,9 +38,11 @@ the moment was seen, from the fault's start), "roles" (who played which part), "
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from checkers.moments import LeaderChanged, Moment, Roles, leading
@@ -60,12 +63,39 @@ PROVOCATIONS = ("partition", "kill", "pause")
 STRIKES = ("kill", "restart", "pause", "partition")
 POWER = "power"
 MIN_NODES = 2  # a leader and another
-# The seeds' histories placed as the cluster elects, with the nodes each needs: scenarios of
-# their own where a kind's moments include a term won.
-HISTORIES: dict[type[Fault], int] = {
-    seed003.Seed003: seed003.MIN_NODES,
-    seed001.Seed001: seed001.MIN_NODES,
-}
+
+
+@dataclass(frozen=True)
+class History:
+    """A seed's history placed as the cluster elects: a scenario of its own, beside the
+    moments, where a kind's moments include a term won and it has the nodes."""
+
+    min_nodes: int
+    make: Callable[[list[str], random.Random], Fault]
+
+
+# Seed 001's two tails are a scenario each: they need different faults (an orphan term, or a
+# serving term's tail) and catch different bugs, and as one scenario each was drawn half as
+# often as any other.
+HISTORIES = (
+    History(seed003.MIN_NODES, seed003.Seed003.planned),
+    *(
+        History(seed001.MIN_NODES, functools.partial(seed001.Seed001.planned, tail=tail))
+        for tail in seed001.TAILS
+    ),
+)
+
+
+def histories(node_count: int, moments: tuple[type[Moment], ...]) -> list[History]:
+    """The seeds' histories a kind with these moments and nodes can have."""
+    won = any(m.name == "term-won" for m in moments)
+    return [h for h in HISTORIES if won and node_count >= h.min_nodes]
+
+
+def scenarios(node_count: int, moments: tuple[type[Moment], ...]) -> int:
+    """How many scenarios the package draws among: each moment (a failover where the kind
+    declares none) and each history the kind can have."""
+    return len(moments or (LeaderChanged,)) + len(histories(node_count, moments))
 
 
 class Aimed(Fault):
@@ -100,15 +130,9 @@ class Aimed(Fault):
     ) -> Fault:
         """A fault aimed at one of the kind's `moments` (a failover where it declares none), or
         seed 003's history where the kind can have it."""
-        moments = moments or (LeaderChanged,)
-        histories = [
-            history
-            for history, least in HISTORIES.items()
-            if any(m.name == "term-won" for m in moments) and len(nodes) >= least
-        ]
-        chosen = rng.choice([*moments, *histories])
-        if not issubclass(chosen, Moment):
-            return chosen.planned(nodes, rng)
+        chosen = rng.choice([*(moments or (LeaderChanged,)), *histories(len(nodes), moments)])
+        if isinstance(chosen, History):
+            return chosen.make(nodes, rng)
         roles = tuple(rng.sample(chosen.roles, len(chosen.roles)))
         strikes = (*STRIKES, POWER) if power else STRIKES
         provocation = rng.choice(PROVOCATIONS)

@@ -218,8 +218,10 @@ class Seed001(PlacedHistory):
         self.killed: Kill | None = None  # L, while S takes over (`fresh`)
 
     @classmethod
-    def planned(cls, nodes: list[str], rng: random.Random) -> Seed001:
-        return cls(rng.sample(range(len(nodes)), len(nodes)), rng.choice(TAILS))
+    def planned(cls, nodes: list[str], rng: random.Random, tail: str | None = None) -> Seed001:
+        """The nodes' order from the seed, and the tail given or (None) drawn from it."""
+        order = rng.sample(range(len(nodes)), len(nodes))
+        return cls(order, tail if tail is not None else rng.choice(TAILS))
 
     def plan(self) -> dict[str, Any]:
         return super().plan() | {"tail": self.tail}

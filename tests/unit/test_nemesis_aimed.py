@@ -1,7 +1,7 @@
 """The aimed nemesis's plan: what the seed draws (moment, roles' order, provocation, strike,
 delay), drawn among the moments the kind declares, and seed 003's history and seed 001's
-example as two of its scenarios where the kind and the nodes allow them. Its effect on real
-nodes is tested in tests/integration/test_aimed.py."""
+example with each of its tails as three scenarios more where the kind and the nodes allow
+them. Its effect on real nodes is tested in tests/integration/test_aimed.py."""
 
 from __future__ import annotations
 
@@ -55,12 +55,18 @@ def test_power_is_struck_only_where_the_backend_can_cut_it() -> None:
     assert "power" in {f.strike for f in faults if isinstance(f, Aimed)}
 
 
-def test_the_seeds_histories_are_two_of_its_scenarios_on_a_cluster_that_can_have_them() -> None:
-    faults = drawn(400, moments=(TermWon, Takeover))
-    for history, shape in ((Seed003, "seed003"), (Seed001, "seed001")):
-        found = [f for f in faults if isinstance(f, history)]
-        assert 60 < len(found) < 140, shape  # one scenario in four
-        assert found[0].plan()["shape"] == shape
+def test_the_seeds_histories_are_three_of_its_scenarios_on_a_cluster_that_can_have_them() -> None:
+    """Seed 003's history and each of seed 001's tails: a scenario each, drawn as often as a
+    moment."""
+    faults = drawn(500, moments=(TermWon, Takeover))
+    shapes = [
+        f"{f.plan()['shape']} {f.plan().get('tail', '')}".strip()
+        for f in faults
+        if isinstance(f, Seed003 | Seed001)
+    ]
+    for shape in ("seed003", "seed001 serving", "seed001 fresh"):
+        assert 60 < shapes.count(shape) < 140, shape  # one scenario in five
+    assert 60 < sum(isinstance(f, Aimed) and f.moment is TermWon for f in faults) < 140
     rng = random.Random(0)
     four = [Aimed.planned(NODES[:4], rng, moments=(TermWon,)) for _ in range(50)]
     assert all(isinstance(f, Aimed) for f in four)  # the seeds' histories need five nodes
@@ -88,15 +94,22 @@ def test_the_package_is_bound_to_the_kinds_moments_and_joins_all() -> None:
     assert "aimed" not in [p.name for p in nemesis.packages(["all"], 1)]
 
 
-def test_in_all_the_aimed_package_is_drawn_once_for_each_moment_of_the_kind() -> None:
-    """Four moments: four of the fourteen entries `all` draws among on five nodes without
-    power are aimed, so about two of a 120 s run's six faults are; `--nemesis aimed` alone is
-    one entry."""
+def test_in_all_the_aimed_package_is_drawn_once_for_each_of_its_scenarios() -> None:
+    """Four moments and three histories on five nodes: seven of the seventeen entries `all`
+    draws among without power are aimed, so each scenario is drawn as often as a fault kind;
+    `--nemesis aimed` alone is one entry."""
     moments = (TermWon, Takeover, CatchUp, Rebuild)
     entries = [p.name for p in nemesis.packages(["all"], 5, power=False, moments=moments)]
-    assert entries.count("aimed") == 4 and len(entries) == 14
+    assert entries.count("aimed") == 7 and len(entries) == 17
     steps = list(islice(plan(nemesis.packages(["all"], 5, False, False, moments), NODES, 0, 10.0),
-                        1400))  # fmt: skip
+                        1700))  # fmt: skip
     share = sum(isinstance(s.fault, Aimed | Seed003 | Seed001) for s in steps) / len(steps)
-    assert 0.24 < share < 0.34, share  # 4 / 14
+    assert 0.36 < share < 0.46, share  # 7 / 17
+    fresh = sum(isinstance(s.fault, Seed001) and s.fault.tail == "fresh" for s in steps)
+    assert 60 < fresh < 140, fresh  # 1 / 17
+    # without a term won (or on four nodes) the histories are not scenarios: one entry a moment
+    without = nemesis.packages(["all"], 5, power=False, moments=(Takeover, CatchUp))
+    assert [p.name for p in without].count("aimed") == 2
+    four = nemesis.packages(["all"], 4, power=False, moments=moments)
+    assert [p.name for p in four].count("aimed") == 4
     assert [p.name for p in nemesis.packages(["aimed"], 5, moments=moments)] == ["aimed"]

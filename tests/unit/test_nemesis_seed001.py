@@ -139,3 +139,6 @@ def test_the_seed_draws_whose_term_the_tail_is_of() -> None:
     make = PACKAGES["partition-seed001"].make
     tails = {make(NODES, random.Random(seed)).plan()["tail"] for seed in range(20)}
     assert tails == {"serving", "fresh"}
+    # the aimed nemesis gives the tail: it draws each as a scenario of its own
+    given = {Seed001.planned(NODES, random.Random(s), tail="fresh").tail for s in range(20)}
+    assert given == {"fresh"}
