@@ -129,7 +129,7 @@ class Aimed(Fault):
         power: bool = False,
     ) -> Fault:
         """A fault aimed at one of the kind's `moments` (a failover where it declares none), or
-        seed 003's history where the kind can have it."""
+        one of the seeds' histories the kind can have."""
         chosen = rng.choice([*(moments or (LeaderChanged,)), *histories(len(nodes), moments)])
         if isinstance(chosen, History):
             return chosen.make(nodes, rng)
