@@ -104,8 +104,8 @@ def test_a_write_without_a_quorum_in_time_is_rolled_back_for_good(
 
 def confirmed_write(cluster: SafekeeperCluster, attempts: int = 5) -> int:
     """The xid of a write the leader confirmed. With a 1 s synchronous timeout a loaded machine
-    (CI runs two workers) can make the quorum late, and the leader then rightly rolls the write
-    back: that is the mode working, so another write is tried."""
+    (CI runs three workers on two cores) can make the quorum late, and the leader then rightly
+    rolls the write back: that is the mode working, so another write is tried."""
     for _ in range(attempts):
         with psycopg.connect(**params(cluster.endpoints()[0])) as conn:
             conn.execute(f"INSERT INTO {TABLE} VALUES (%s)", (next(VALUES),))
