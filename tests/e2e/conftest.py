@@ -26,6 +26,22 @@ def store(tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
+def why_invalid(result: subprocess.CompletedProcess[str], results: dict[str, Any]) -> str:
+    """What a failed run's test should print: the harness's last lines (its verdict names each
+    invalid checker's anomaly types) and the first anomalies of the checkers that judged it
+    invalid, not of the valid ones, whose allowed findings would crowd them out."""
+    shown = {
+        name: [
+            {"type": a.get("type"), "explanation": a.get("explanation")}
+            for a in checker.get("anomalies", [])[:3]
+        ]
+        for name, checker in results["checkers"].items()
+        if checker.get("valid") is not True
+    }
+    tail = "\n".join((result.stdout + result.stderr).splitlines()[-8:])
+    return f"{tail}\n{json.dumps(shown, indent=1)}"
+
+
 def valid_run(
     store: Path, *args: str, timeout: float = 900
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -33,8 +49,9 @@ def valid_run(
     history."""
     result = harness("run", *args, "--store", str(store), timeout=timeout)
     run = (store / "latest").resolve()
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert (run / "results.json").exists(), result.stdout + result.stderr
     results = json.loads((run / "results.json").read_text())
+    assert result.returncode == 0, why_invalid(result, results)
     assert results["valid"] is True
     history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     return results, history
