@@ -61,11 +61,12 @@ lint: python
 # Three workers, each given whole units of work (tests/conftest.py says which, in which order): most
 # of the suite waits on clusters, and those waits overlap well even on two cores. Then the tests
 # that time a cluster's recovery, with the machine to themselves (a cluster starved of CPU by the
-# others' recovers late, which is no finding). PYTEST_ARGS adds options, e.g.
-# `make test PYTEST_ARGS=--durations=30`.
+# others' recovers late, which is no finding). The slowest tests are listed at the end of each phase,
+# so that a CI log says where its time went. PYTEST_ARGS adds options, e.g.
+# `make test PYTEST_ARGS="-k churn"`.
 test: setup test-debs lint
-	$(BIN)/pytest -q -n 3 --dist loadscope --no-loadscope-reorder -m "not alone" $(PYTEST_ARGS)
-	$(BIN)/pytest -q -m alone $(PYTEST_ARGS)
+	$(BIN)/pytest -q -n 3 --dist loadscope --no-loadscope-reorder -m "not alone" --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest -q -m alone --durations=5 $(PYTEST_ARGS)
 
 bench: setup
 	@dpkg-query -W -f='$${Status}\n' $(BENCH_DEBS) 2>/dev/null | grep -q 'ok installed' || \
