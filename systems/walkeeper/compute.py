@@ -393,7 +393,7 @@ class Agent:
         redo = wire.parse_lsn(control["Latest checkpoint's REDO location"])
         user = pwd.getpwnam("postgres")
         wal = pgwal.LocalWal(self.cfg.pgdata, size, (user.pw_uid, user.pw_gid))
-        end = self.wal_end(redo, size)
+        end = self.wal_end(wal, redo)
         upto = min(end, p.vcl)
         lo = max(redo, p.log_start, upto - CHECK_SPAN)
         if lo < upto:
@@ -421,15 +421,20 @@ class Agent:
                 wire.lsn_str(p.vcl),
             )
 
-    def wal_end(self, redo: int, segment_size: int) -> int:
+    def wal_end(self, wal: pgwal.LocalWal, redo: int) -> int:
         """Where the stopped Postgres's valid WAL ends, as pg_waldump reads it from the REDO
-        point of its last checkpoint."""
+        point of its last checkpoint. It reads no further than the segment files go: a record
+        or a segment switch that leads past them would cost a 5 s wait for the next segment,
+        on every election after a kill that left WAL so."""
+        files_end = wal.files_end(redo)
+        if files_end <= redo:
+            raise Divergent(f"pg_wal lacks the segment of the REDO point {wire.lsn_str(redo)}")
         out = self._pg(
-            f"pg_waldump -p {self.cfg.pgdata}/pg_wal -s {wire.lsn_str(redo)} 2>&1 "
-            "| grep '^rmgr' | tail -n 1",
+            f"pg_waldump -p {self.cfg.pgdata}/pg_wal -s {wire.lsn_str(redo)} "
+            f"-e {wire.lsn_str(files_end)} 2>&1 | grep '^rmgr' | tail -n 1",
             check=False,
         ).stdout
-        end = pgwal.last_record_end(out, segment_size)
+        end = pgwal.last_record_end(out, wal.segment_size)
         if end is None:
             raise Divergent(f"pg_waldump finds no WAL record from {wire.lsn_str(redo)} on")
         return end

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 PAGE = 8192  # XLOG_BLCKSZ
@@ -51,6 +52,17 @@ def last_record_end(waldump_output: str, segment_size: int) -> int | None:
     return record_end(start, int(found.group(1)), segment_size)
 
 
+def files_end(names: Iterable[str], start: int, segment_size: int) -> int:
+    """Where the run of segment files from the one holding `start` ends (`start`'s segment's
+    beginning when that file is missing). pg_waldump, asked for a segment that is not there, retries
+    for 5 s before it gives up; told to stop here (-e), it never asks."""
+    present = set(names)
+    pos = start - start % segment_size
+    while segment_name(pos, segment_size) in present:
+        pos += segment_size
+    return pos
+
+
 def first_difference(ours: bytes, theirs: bytes) -> int | None:
     """The offset of the first byte where two equally long ranges differ, None if equal."""
     if ours == theirs:
@@ -88,6 +100,10 @@ class LocalWal:
 
     def _path(self, lsn: int) -> str:
         return os.path.join(self.dir, segment_name(lsn, self.segment_size))
+
+    def files_end(self, start: int) -> int:
+        """Where the segment files from `start` on end (see `files_end`)."""
+        return files_end(os.listdir(self.dir), start, self.segment_size)
 
     def read(self, start: int, end: int) -> bytes:
         """The bytes [start, end) as pg_wal holds them; shorter where a segment file is missing."""

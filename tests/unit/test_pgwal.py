@@ -11,6 +11,7 @@ from systems.walkeeper.pgwal import (
     PAGE,
     CatchUp,
     LocalWal,
+    files_end,
     first_difference,
     last_record_end,
     record_end,
@@ -78,6 +79,13 @@ def test_a_divergent_postgres_is_never_filled() -> None:
 def test_segment_names_count_log_ids() -> None:
     assert segment_name(0x1526058, MB16) == "000000010000000000000001"
     assert segment_name(0x1_0500_0000, MB16) == "000000010000000100000005"
+
+
+def test_the_files_end_where_the_run_of_segments_from_the_start_breaks() -> None:
+    names = [segment_name(n * MB16, MB16) for n in (1, 2, 3, 5)] + ["archive_status"]
+    assert files_end(names, 0x1526058, MB16) == 4 * MB16  # 1, 2, 3; 5 is past the gap
+    assert files_end(names, 5 * MB16 + 100, MB16) == 6 * MB16
+    assert files_end(names, 4 * MB16 + 100, MB16) == 4 * MB16  # its own segment is missing
 
 
 def test_local_wal_writes_and_reads_across_segments(tmp_path: Path) -> None:
