@@ -72,7 +72,6 @@ COLUMNS = (
     ("last_write_before_end", "last write before end s"),
     ("writes_per_s", "writes/s"),
     ("slow_catch_ups", "slow catch-ups"),
-    ("commit", "commit"),
     ("minutes", "run min"),
 )
 SLOW_CATCH_UP = 1.0  # seconds
