@@ -1,5 +1,6 @@
 """Where a compute finds its stopped Postgres's WAL ending, on a real Postgres 15's pg_wal: the
-compute bounds pg_waldump by the segment files present, and the bound must not cut what it reads.
+compute bounds pg_waldump by the segment files present, so that it never asks for a missing
+segment, and the bound must not cut what it reads.
 A WAL whose last record is a segment switch, with no next segment yet (a kill right after the
 switch), is the case the bound is for: unbounded, pg_waldump waits 5 s for the next segment on
 every election after such a kill, which kept a killed primary from ever serving again while it
@@ -64,16 +65,24 @@ def stopped_after_switch(tmp_path: Path) -> Iterator[Path]:
     yield data
 
 
-def test_the_bounded_read_ends_where_the_unbounded_one_does(pgdata: Path) -> None:
+def test_the_compute_never_asks_for_a_missing_segment_and_reads_to_the_end(pgdata: Path) -> None:
     control = as_postgres(f"{PG_BIN}/pg_controldata", "-D", str(pgdata))
     redo = wire.parse_lsn(control.split("Latest checkpoint's REDO location:")[1].split()[0])
     wal = LocalWal(str(pgdata), SEGMENT)
     assert wal.files_end(redo) == redo // SEGMENT * SEGMENT + SEGMENT  # the switch's segment
+    # the agent's pg_waldump is the real one, its complaints kept where the test can read them
+    wrapped = pgdata.parent / "bin"
+    wrapped.mkdir()
+    said = pgdata.parent / "pg_waldump.stderr"
+    (wrapped / "pg_waldump").write_text(f'#!/bin/sh\nexec {PG_BIN}/pg_waldump "$@" 2>>{said}\n')
+    (wrapped / "pg_waldump").chmod(0o755)
     cfg = Config(
-        name="n1", pgdata=str(pgdata), pg_bin=PG_BIN, pg_start="true", slot="walproposer",
+        name="n1", pgdata=str(pgdata), pg_bin=str(wrapped), pg_start="true", slot="walproposer",
         safekeepers={}, computes={}, variant="term-history", failover_after=5.0,
     )  # fmt: skip
     end = Agent(cfg).wal_end(wal, redo)
+    assert said.exists(), "the agent did not run pg_waldump"
+    assert "could not find file" not in said.read_text(), said.read_text()  # it never waited
     # pg_waldump unbounded: it reads to the switch, waits for the next segment, and gives up
     unbounded = subprocess.run(
         ["runuser", "-u", "postgres", "--", f"{PG_BIN}/pg_waldump", "-p", str(pgdata / "pg_wal"),
