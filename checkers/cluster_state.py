@@ -1197,4 +1197,5 @@ def check(
     writes = [op for op in ops if op["type"] == "ok" and op["process"] != NEMESIS]
     evidence = Evidence(windows, digests=collected)
     covered = moments_.coverage(rounds, moments, faults(ops)) if moments else []
-    return analyse(rounds, rules, evidence, writes) | {"moments": covered}
+    chained = moments_.steps_reached(faults(ops))
+    return analyse(rounds, rules, evidence, writes) | {"moments": covered, "chains": chained}

@@ -13,6 +13,7 @@ fault that began while they held.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -419,6 +420,104 @@ def coverage(
             }
         )
     return table
+
+
+NO_FAULTS = "none"  # the nemesis of a run without faults
+
+
+def reached_no_moment(nemesis: Sequence[str], reached: Sequence[int]) -> bool:
+    """Whether a run's faults reached none of its kind's moments (`reached`: how often each
+    was): a kind that declares some and a nemesis that is not `none`, yet no moment came, so
+    the run tested no failover however valid it was (a gate counts it undecided)."""
+    faulted = any(n != NO_FAULTS for n in nemesis)
+    return faulted and bool(reached) and not any(reached)
+
+
+STEP = ":"  # moment:role:strike, a step as the steps table names it
+PAIR = " > "  # a step, then the next one of its chain
+
+
+def chain_steps(nemesis: Iterable[Op]) -> list[dict[str, Any]]:
+    """Each aimed fault's steps in order, as its start's info says (one step for a value
+    written before chains: its moment, role and strike): {"at_s", "steps"}."""
+    chains = []
+    for op in nemesis:
+        value = op.get("value")
+        if not isinstance(value, dict) or op["type"] != "info" or op.get("error"):
+            continue
+        if value.get("fault") != "aimed":
+            continue
+        steps = value.get("steps")
+        if steps is None and value.get("moment"):
+            tried = value.get("roles_tried") or [None]
+            steps = [
+                {
+                    "moment": value["moment"],
+                    "role": value.get("role") or tried[0],
+                    "strike": value.get("strike_with"),
+                    "reached": bool(value.get("reached")),
+                    "targets": (value.get("strike") or {}).get("targets"),
+                }
+            ]
+        chains.append({"at_s": round(op["invoke_time"] / NS_PER_S, 1), "steps": steps or []})
+    return chains
+
+
+def step_key(step: dict[str, Any]) -> str:
+    return STEP.join(str(step.get(k)) for k in ("moment", "role", "strike"))
+
+
+def struck_steps(steps: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steps of a chain that struck, up to the first that did not (its moment did not
+    come, or no node played its role): where the chain ended."""
+    done = []
+    for step in steps:
+        if not (step.get("reached") and step.get("targets")):
+            break
+        done.append(step)
+    return done
+
+
+def steps_reached(nemesis: Iterable[Op]) -> dict[str, Any]:
+    """The steps and the pairs of consecutive steps the run's aimed faults reached (a step is
+    reached when its moment came and its strike landed), each with how often: what a search
+    for untested parts of the protocol counts (`harness explore`), beside the moments table.
+    {"chains": how many aimed faults, "steps": {key: count}, "pairs": {"a > b": count},
+    "tried": [each chain's step keys, those not reached marked "(not reached)"]}."""
+    chains = chain_steps(nemesis)
+    steps: dict[str, int] = {}
+    pairs: dict[str, int] = {}
+    tried = []
+    for chain in chains:
+        done = struck_steps(chain["steps"])
+        keys = [step_key(s) for s in done]
+        for key in keys:
+            steps[key] = steps.get(key, 0) + 1
+        for a, b in itertools.pairwise(keys):
+            pairs[a + PAIR + b] = pairs.get(a + PAIR + b, 0) + 1
+        rest = [step_key(s) + " (not reached)" for s in chain["steps"][len(done) : len(done) + 1]]
+        tried.append({"at_s": chain["at_s"], "steps": keys + rest})
+    return {
+        "chains": len(chains),
+        "steps": dict(sorted(steps.items())),
+        "pairs": dict(sorted(pairs.items())),
+        "tried": tried,
+    }
+
+
+def moment_of(key: str) -> str:
+    """The moment a step key names."""
+    return key.split(STEP, 1)[0]
+
+
+def pairs_between(pairs: dict[str, int], first: str, then: str) -> int:
+    """How often a chain struck at moment `first` and its next step at moment `then`."""
+    total = 0
+    for key, count in pairs.items():
+        a, _, b = key.partition(PAIR)
+        if moment_of(a) == first and moment_of(b) == then:
+            total += count
+    return total
 
 
 PROVOKED = {"partition": "cut off", "kill": "killed", "pause": "paused"}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from checkers.moments import times_reached
+from checkers.moments import reached_no_moment, times_reached
 from core import store
 from core.contract import Contract
 from core.errors import BadInput
@@ -188,6 +188,8 @@ def analyze(
         results["plan"] = plan.to_json()
         results["config"] = target.config
         results["notes"] = target.notes + results.get("notes", [])
+        if untested(results):
+            results["notes"].append(UNTESTED)
         store.write_json(target.out_dir / store.RESULTS, results)
         step("writing the report")
         render_report(results, target.out_dir / store.REPORT, target.out_dir)
@@ -231,6 +233,21 @@ def check_paths(
     return worst(codes)
 
 
+UNTESTED = (
+    "the faults reached none of the cluster's moments: nothing failed over, so this run tested "
+    "no failover however valid it is (a gate counts it undecided); give the faults longer "
+    "(--nemesis-interval) or aim them (--nemesis aimed)"
+)
+
+
+def untested(results: dict[str, Any]) -> bool:
+    """Whether a valid run reached none of its kind's moments (moments.reached_no_moment)."""
+    table = (results["checkers"].get("cluster-state") or {}).get("moments") or []
+    nemesis = (results.get("config") or {}).get("nemesis") or []
+    reached = [times_reached(row) for row in table]
+    return results.get("verdict") == "valid" and reached_no_moment(nemesis, reached)
+
+
 def print_verdict(console: Console, results: dict[str, Any], out_dir: Path) -> None:
     colour = {"valid": "green", "invalid": "red"}.get(results["verdict"], "yellow")
     summary = []
@@ -243,8 +260,15 @@ def print_verdict(console: Console, results: dict[str, Any], out_dir: Path) -> N
     if table := state.get("moments") or []:
         counts = ", ".join(f"{row['moment']} {times_reached(row)}" for row in table)
         console.print(f"moments reached: {counts}")
+    if (chains := state.get("chains") or {}).get("chains"):
+        console.print(
+            f"aimed steps reached: {len(chains['steps'])} distinct, "
+            f"{len(chains['pairs'])} distinct pairs, in {chains['chains']} aimed faults"
+        )
     if (recovered := state.get("recovered_s")) is not None:
         console.print(f"whole again {recovered:.1f} s after the last fault healed")
+    if untested(results):
+        summary.append("but no moment was reached: see the note")
     console.print(
         f"[bold {colour}]{results['verdict']}[/]"
         + (f" ({'; '.join(summary)})" if summary else "")

@@ -20,7 +20,7 @@ class RunConfig:
     backend_options: dict[str, Any] = field(default_factory=dict)
     workloads: list[str] = field(default_factory=lambda: ["bank", "append"])
     nemesis: list[str] = field(default_factory=lambda: ["none"])
-    nemesis_interval: float = 10.0
+    nemesis_interval: float | None = None  # None: the cluster kind's (nemesis.schedule.timescale)
     time_limit: float = 60.0
     rate: float = 100.0
     concurrency: int = 10
@@ -37,6 +37,8 @@ class RunConfig:
     keep_cluster: bool = False
     spark_master: str | None = None
     workload_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the aimed package's faults, given rather than drawn (`--chains`, `harness explore`)
+    chains: list[dict[str, Any]] | None = None
 
     def validate(self) -> None:
         """Reject impossible settings with one sentence each (exit 254)."""
@@ -55,6 +57,8 @@ class RunConfig:
             raise BadInput(f"--concurrency must be at least 1, got {self.concurrency}")
         if self.max_recovery is not None and self.max_recovery <= 0:
             raise BadInput(f"--max-recovery must be positive, got {self.max_recovery:g}")
+        if self.nemesis_interval is not None and self.nemesis_interval <= 0:
+            raise BadInput(f"--nemesis-interval must be positive, got {self.nemesis_interval:g}")
         if self.op_timeout <= 0:
             raise BadInput(f"--op-timeout must be positive, got {self.op_timeout:g}")
         if self.op_pause_ms < 0:
@@ -68,6 +72,11 @@ class RunConfig:
             )
         if not self.workloads:
             raise BadInput("--workload needs at least one workload name")
+        if self.chains is not None and not {"aimed", "all"} & set(self.nemesis):
+            raise BadInput(
+                "--chains gives the aimed package's faults: add aimed to --nemesis "
+                f"(it is {','.join(self.nemesis)})"
+            )
 
     @property
     def test_name(self) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from clusters.registry import CLUSTER_KINDS
 from core import store
 from core.errors import BadInput
 from core.verdict import EXIT_INFRA
@@ -24,6 +25,8 @@ from harness.check import worst
 if TYPE_CHECKING:
     from checkers.spark.runs_index import RunRow
 
+# a valid run whose faults reached none of its kind's moments: it tested no failover
+NOTHING_TESTED = "valid, but its faults reached none of the cluster's moments: nothing failed over"
 COLOURS = {"valid": "green", "invalid": "red", "unknown": "yellow", "error": "magenta"}
 
 
@@ -61,9 +64,14 @@ def gate_runs(
     about them: a valid run that did not is undecided (exit 2)."""
     rows = load_index(runs, spark_master)
     for row in rows:
-        if required and row.verdict == "valid" and (missing := row.uncovered(required)):
+        if row.verdict != "valid":
+            continue
+        if required and (missing := row.uncovered(required)):
             row.verdict = "unknown"
             row.note = "valid, but did not reach " + ", ".join(missing)
+        elif row.reached_no_moment():
+            row.verdict = "unknown"
+            row.note = NOTHING_TESTED
     print_table(console, rows, errors)
     if junit is not None:
         write_junit(junit, rows, errors)
@@ -72,16 +80,31 @@ def gate_runs(
 
 
 def parse_required(given: Sequence[str]) -> dict[str, int]:
-    """`--require-moment NAME` or `NAME=COUNT`, as name → least count."""
+    """`--require-moment NAME`, `NAME=COUNT`, or a pair `FIRST>THEN[=COUNT]` (a chain struck at
+    FIRST, then at THEN), as name → least count; a name no cluster kind declares is refused."""
     required: dict[str, int] = {}
+    known = moment_names()
     for item in given:
         name, _, count = item.partition("=")
         if not name or (count and not (count.isdigit() and int(count) > 0)):
             raise BadInput(
-                f"--require-moment takes NAME or NAME=COUNT (a count above 0), not {item!r}"
+                f"--require-moment takes NAME, NAME=COUNT or FIRST>THEN (a count above 0), "
+                f"not {item!r}"
             )
+        for part in name.split(">"):
+            if part not in known:
+                raise BadInput(
+                    f"--require-moment: no cluster kind has a moment {part!r}; the moments are "
+                    f"{', '.join(known)}"
+                )
         required[name] = int(count or 1)
     return required
+
+
+def moment_names() -> list[str]:
+    """Every moment some cluster kind declares, in the kinds' order."""
+    names = (m.name for kind in CLUSTER_KINDS.values() for m in kind.moments)
+    return list(dict.fromkeys(names))
 
 
 def verdict_of(row: RunRow, errors: dict[Path, str]) -> str:

@@ -36,6 +36,7 @@ from harness.polls import INTERVAL as POLL_INTERVAL
 from harness.polls import PollRecorder
 from harness.progress import Progress
 from nemesis.base import Nemesis
+from nemesis.schedule import timescale
 from workloads import build as build_workloads
 from workloads.append import REALTIME_MODEL_FOR_ISOLATION
 from workloads.base import Workload, WorkloadOptions
@@ -134,6 +135,8 @@ class Runner:
             self.kind_class.coordinated,
             self.kind_class,
         )
+        if cfg.chains is not None:  # checked against the kind's moments before anything starts
+            nemesis.chained(cfg.chains, self.plan.moments)
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
         if nemesis.needs_power(cfg.nemesis):
             if self.backend.offers_power:
@@ -144,6 +147,16 @@ class Runner:
                     "not offer: use --backend docker"
                 )
         self.backend.proxied = nemesis.interposes(cfg.nemesis)
+        # the faults' interval and least length: the kind's failover time where it is longer
+        # than the default's faults, so that a run's faults bring failovers about
+        failover = self.kind_class.failover_s(self.plan.options)
+        self.timescale = timescale(failover, cfg.nemesis_interval)
+        if self.timescale[1] and cfg.nemesis != ["none"]:
+            console.print(
+                f"[dim]faults on the {cfg.cluster} cluster's timescale (it fails over within "
+                f"{failover:g} s): one every {self.timescale[0]:g} s on average, each lasting "
+                f"{self.timescale[1]:g} s at least; --nemesis-interval sets another[/]"
+            )
         self.stop = threading.Event()
         self.run_dir: Path | None = None  # once the run has its folder
         self.workers: list[threading.Thread] = []
@@ -219,7 +232,9 @@ class Runner:
         with contextlib.ExitStack() as stack:
             history = stack.enter_context(HistoryWriter(run_dir / store.HISTORY))
             inflight = InFlight(history)
-            faults = nemesis.build(cfg.nemesis, kind, history, cfg.seed, cfg.nemesis_interval)
+            faults = nemesis.build(
+                cfg.nemesis, kind, history, cfg.seed, *self.timescale, chains=cfg.chains
+            )
             outer.callback(self._release_faults, kind, faults)  # before the teardown, whatever
             recorder = PollRecorder(kind.poll, history.now, run_dir / store.POLLS)
             stack.enter_context(polling(recorder))

@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from checkers.moments import Moment
 from clusters.backend import Node
-from clusters.kinds.base import ClusterKind, OperatorFailover, PlannedSwitchover
+from clusters.kinds.base import ClusterKind, ElectsByQuorum, OperatorFailover, PlannedSwitchover
 from core.endpoint import Endpoint
 from core.errors import BadInput
 from core.history import HistoryWriter
@@ -115,8 +116,12 @@ PACKAGES: dict[str, Package] = {
         Package("partition-one", SHAPES["one"][1], _partition("one")),
         Package("partition-halves", SHAPES["halves"][1], _partition("halves")),
         Package("partition-bridge", SHAPES["bridge"][1], _partition("bridge")),
-        Package("partition-seed003", SEED003_NODES, Seed003.planned),
-        Package("partition-seed001", SEED001_NODES, Seed001.planned),
+        Package(
+            "partition-seed003", SEED003_NODES, Seed003.planned, needs=ElectsByQuorum, in_all=False
+        ),
+        Package(
+            "partition-seed001", SEED001_NODES, Seed001.planned, needs=ElectsByQuorum, in_all=False
+        ),
         Package("kill", 1, _targeted(Kill)),
         Package("kill-primary", 1, _targeted(Kill, "primaries")),
         Package("pause", 1, _targeted(Pause)),
@@ -239,7 +244,11 @@ def packages(
                 if PACKAGES[k].min_nodes <= node_count and (power or k != POWER)
             ]
             chosen += list(ON_COORDINATORS) if coordinated else []
-            chosen += [n for n, needs in NEEDING.items() if kind and issubclass(kind, needs)]
+            chosen += [
+                n
+                for n, needs in NEEDING.items()
+                if kind and issubclass(kind, needs) and PACKAGES[n].in_all
+            ]
             chosen += list(lone_kills(kind))
         elif name != NONE:
             chosen.append(name)
@@ -262,10 +271,31 @@ def _bound(package: Package, facts: dict[str, Any]) -> Package:
     return dataclasses.replace(package, make=make, reads_kind=())
 
 
+def chained(
+    specs: Sequence[Mapping[str, Any]], moments: tuple[type[Moment], ...]
+) -> Callable[[list[str], random.Random], Fault]:
+    """Where the aimed package's faults come from when they are given (`--chains`): the
+    chains in turn, round and round; a chain the kind cannot have is bad input now."""
+    if not specs:
+        raise BadInput("--chains names no chain: give a JSON list of chains")
+    for spec in specs:
+        Aimed.of_spec(spec, moments)
+    turn = itertools.cycle(specs)
+    return lambda nodes, rng: Aimed.of_spec(next(turn), moments)
+
+
 def build(
-    names: list[str], cluster: ClusterKind, history: HistoryWriter, seed: int, interval: float
+    names: list[str],
+    cluster: ClusterKind,
+    history: HistoryWriter,
+    seed: int,
+    interval: float,
+    least: float = 0.0,
+    chains: Sequence[Mapping[str, Any]] | None = None,
 ) -> Nemesis:
-    """One nemesis that runs the named packages' faults on a shared schedule."""
+    """One nemesis that runs the named packages' faults on a shared schedule, every fault
+    lasting `least` seconds at least; the aimed package's faults are `chains` in turn, where
+    given."""
     kind = type(cluster)
     validate(names, cluster.node_count(), cluster.name, cluster.coordinated, kind)
     power = getattr(cluster.backend, "power", False)
@@ -274,9 +304,12 @@ def build(
     chosen = packages(
         names, cluster.node_count(), power, cluster.coordinated, moments, kind=kind, links=links
     )
+    if chains:
+        make = chained(chains, moments)
+        chosen = [dataclasses.replace(p, make=make) if p.name == AIMED else p for p in chosen]
     if not chosen:
         return NoNemesis(cluster, history, seed, interval)
-    return ScheduledNemesis(cluster, history, seed, interval, chosen)
+    return ScheduledNemesis(cluster, history, seed, interval, chosen, least)
 
 
 def interposes(names: list[str]) -> bool:

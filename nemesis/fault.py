@@ -35,6 +35,11 @@ class Fault(ABC):
     def stop(self, cluster: ClusterKind) -> dict[str, Any]:
         """Undo the fault; safe after a failed or partial start, and more than once."""
 
+    def cancel(self) -> None:
+        """The run is ending: a fault whose start watches the cluster before it acts (aimed)
+        stops watching and returns soon, so that the heal need not wait for it."""
+        return None
+
 
 class ProcessFault(Fault):
     """A fault on the cluster kind's processes of Jepsen-style targets (one, minority, …).

@@ -44,6 +44,22 @@ from nemesis.fault import Fault
 log = logging.getLogger(__name__)
 
 
+DEFAULT_INTERVAL = 10.0  # seconds: --nemesis-interval on a kind that fails over within it
+OUTLAST = 1.25  # a fault on a kind's timescale lasts this many times its failover time
+
+
+def timescale(failover_s: float, interval: float | None) -> tuple[float, float]:
+    """The interval and the least length of a fault for a kind that fails over within
+    `failover_s` seconds: the interval given, or the default, or the kind's failover time where
+    that is longer (each fault then outlasting it), so that a lost leader is noticed before
+    the fault ends; a given interval is taken as it is."""
+    if interval is not None:
+        return interval, 0.0
+    if failover_s <= DEFAULT_INTERVAL:
+        return DEFAULT_INTERVAL, 0.0
+    return failover_s, round(failover_s * OUTLAST, 1)
+
+
 @dataclass(frozen=True)
 class Nested:
     """Two faults at once, one inside the other: a crash or a pause while a partition holds is
@@ -64,6 +80,9 @@ class Package:
     # what a kind must be for it (a class of clusters.kinds.base, e.g. OperatorFailover: only
     # kinds that do not fail over by themselves have an operator to play); None: any kind
     needs: type | None = None
+    # whether `all` has it as an entry of its own where the kind is what it needs (the seeds'
+    # histories are in `all` through `aimed`, a scenario each)
+    in_all: bool = True
     # what of the cluster kind its faults depend on, as the keywords `make` also takes: the
     # kind's `moments`, whether the backend can cut `power`, the kind's internal `links`
     reads_kind: tuple[str, ...] = ()
@@ -87,13 +106,16 @@ class Step:
     inner: Inner | None = None
 
 
-def plan(packages: list[Package], nodes: list[str], seed: int, interval: float) -> Iterator[Step]:
-    """The endless schedule for these packages on these nodes."""
+def plan(
+    packages: list[Package], nodes: list[str], seed: int, interval: float, least: float = 0.0
+) -> Iterator[Step]:
+    """The endless schedule for these packages on these nodes, each fault lasting `least`
+    seconds at least."""
     rng = random.Random(f"nemesis:{seed}")
     while True:
         gap = rng.uniform(interval / 2, interval * 3 / 2)
         made = rng.choice(packages).make(nodes, rng)
-        duration = rng.uniform(interval / 2, interval * 3 / 2)
+        duration = max(least, rng.uniform(interval / 2, interval * 3 / 2))
         if not isinstance(made, Nested):
             yield Step(gap, made, duration)
             continue
@@ -114,16 +136,18 @@ class ScheduledNemesis(Nemesis):
         seed: int,
         interval: float,
         packages: list[Package],
+        least: float = 0.0,
     ) -> None:
         super().__init__(cluster, history, seed, interval)
         self.packages = packages
+        self.least = least  # seconds a fault lasts at least
         # Serialises the schedule's actions with a heal from another thread (the runner's).
         self._lock = threading.Lock()
         self._active: list[Fault] = []
 
     def run(self, stop: threading.Event) -> None:
         nodes = [n.name for n in self.cluster.nodes]
-        for step in plan(self.packages, nodes, self.seed, self.interval):
+        for step in plan(self.packages, nodes, self.seed, self.interval, self.least):
             if stop.wait(step.gap):
                 return
             if not self._start_at(step.fault, stop):
@@ -156,6 +180,8 @@ class ScheduledNemesis(Nemesis):
                 self._stop(fault, "schedule")
 
     def heal(self) -> None:
+        for fault in list(self._active):
+            fault.cancel()  # a start still watching the cluster holds the lock: let it go
         with self._lock:
             errors = [e for f in reversed(self._active) if (e := self._stop(f, "heal"))]
         if errors:

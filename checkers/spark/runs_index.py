@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from checkers.moments import times_reached
+from checkers.moments import pairs_between, reached_no_moment, times_reached
 from core import store
 from core.errors import BadInput, InfraError
 from core.verdict import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
@@ -77,6 +77,16 @@ _CHECKER = T.StructType(
                         T.StructField("aimed", T.MapType(_S, T.LongType())),
                     ]
                 )
+            ),
+        ),
+        # ... and of the steps and pairs of steps its aimed faults reached
+        T.StructField(
+            "chains",
+            T.StructType(
+                [
+                    T.StructField("steps", T.MapType(_S, T.LongType())),
+                    T.StructField("pairs", T.MapType(_S, T.LongType())),
+                ]
             ),
         ),
     ]
@@ -133,15 +143,29 @@ class RunRow:
     note: str = ""
     # how often each of the kind's moments was reached (by the polls or an aimed strike)
     moments: dict[str, int] = field(default_factory=dict)
+    # the pairs of steps its aimed faults reached ("a > b", each step moment:role:strike)
+    pairs: dict[str, int] = field(default_factory=dict)
+
+    def times(self, required: str) -> int:
+        """How often the run reached a moment, or a pair of moments "A>B" (a chain struck at
+        A, then at B)."""
+        first, _, then = required.partition(">")
+        if then:
+            return pairs_between(self.pairs, first, then)
+        return self.moments.get(required, 0)
 
     def uncovered(self, required: Mapping[str, int]) -> list[str]:
-        """The required moments (name → least count) this run reached fewer times, as
+        """The required moments or pairs (name → least count) this run reached fewer times, as
         "term-won (0 of 1)"."""
         return [
-            f"{name} ({self.moments.get(name, 0)} of {least})"
+            f"{name} ({self.times(name)} of {least})"
             for name, least in required.items()
-            if self.moments.get(name, 0) < least
+            if self.times(name) < least
         ]
+
+    def reached_no_moment(self) -> bool:
+        """Whether its faults reached none of its kind's moments (moments.reached_no_moment)."""
+        return reached_no_moment(self.nemesis.split(","), list(self.moments.values()))
 
     @property
     def key(self) -> str:
@@ -318,6 +342,7 @@ def _row(run: Path, docs: dict[str, Any]) -> RunRow:
             row.duration_s = checker["duration_s"]
         for m in checker.get("moments") or []:
             row.moments[m["moment"]] = times_reached(m)
+        row.pairs.update((checker.get("chains") or {}).get("pairs") or {})
         if name == "availability":
             row.worst_recovery_s = checker.get("worst_recovery_s")
             row.never_recovered = bool(checker.get("never_recovered"))

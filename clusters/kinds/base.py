@@ -191,6 +191,13 @@ class ClusterKind(ABC):
         return cls.realtime_order
 
     @classmethod
+    def failover_s(cls, options: Mapping[str, Any]) -> float:
+        """Seconds its manager takes to notice a lost leader and fail over, from its (checked)
+        options (a key's TTL, a session's timeout, a lease): the timescale a fault must
+        outlast to bring a failover about. 0: within the default fault's length."""
+        return 0.0
+
+    @classmethod
     def moments_of(cls, options: Mapping[str, Any]) -> tuple[type[Moment], ...]:
         """The moments a run with these (checked) options can reach."""
         return cls.moments
@@ -370,6 +377,17 @@ class PlannedSwitchover(ABC):
     def switchover(self) -> dict[str, Any]:
         """Ask for the primary to be handed to another node now, and wait for the answer: who
         led, what the manager answered, who leads after."""
+
+
+class ElectsByQuorum:
+    """A kind whose computes win terms from a quorum of safekeepers and whose polls report each
+    node's term, log and role: the seeds' histories (nemesis.seed001, nemesis.seed003) place
+    their partitions by what those polls say of an election."""
+
+    offers: ClassVar[str] = (
+        "computes elected by a quorum of safekeepers, as seeds 001 and 003 describe "
+        "(--cluster safekeeper)"
+    )
 
 
 class SwitchesWal(ABC):

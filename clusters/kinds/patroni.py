@@ -217,6 +217,12 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
     def nodes_needed(cls, options: Mapping[str, Any]) -> int:
         return int(options["members"]) + ETCD_SERVERS
 
+    @classmethod
+    def failover_s(cls, options: Mapping[str, Any]) -> float:
+        """The leader key's TTL, then a loop before a replica takes it."""
+        ttl = int(options["ttl"])
+        return float(ttl + loop_of(ttl)[0])
+
     def members(self) -> list[Node]:
         return self.nodes[: self.options["members"]]
 

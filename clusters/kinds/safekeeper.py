@@ -47,6 +47,7 @@ from clusters.kinds import postgres as pg
 from clusters.kinds.base import (
     SYNCHRO_TIMEOUT_OPTION,
     ClusterKind,
+    ElectsByQuorum,
     Install,
     KindOption,
     Process,
@@ -136,7 +137,7 @@ wal_keep_size = 256MB
 """
 
 
-class SafekeeperCluster(ClusterKind, SwitchesWal):
+class SafekeeperCluster(ClusterKind, ElectsByQuorum, SwitchesWal):
     name = "safekeeper"
     about = "Postgres, proxy, safekeepers"
     realtime_order = True  # one primary at a time (the gate, the lease)

@@ -114,3 +114,57 @@ def test_a_required_moment_the_run_never_reached_leaves_it_undecided(
     for wrong in ("=2", "catch-up=0", "catch-up=x"):
         with pytest.raises(BadInput, match="NAME=COUNT"):
             parse_required([wrong])
+
+
+def with_coverage(
+    source: Path, run: Path, nemesis: list[str], moments: list[dict], pairs: dict[str, int]
+) -> Path:
+    """A copy of a valid run as if it ran `nemesis` and reached these moments and pairs."""
+    shutil.copytree(source, run)
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps(config | {"nemesis": nemesis}))
+    results = json.loads((run / "results.json").read_text())
+    results["checkers"]["cluster-state"] = {
+        "valid": True,
+        "moments": moments,
+        "chains": {"chains": 2, "steps": {}, "pairs": pairs},
+    }
+    (run / "results.json").write_text(json.dumps(results))
+    return run
+
+
+def test_a_valid_run_whose_faults_reached_no_moment_is_undecided(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Faults too short for the kind to fail over: valid, yet it tested no failover, so the
+    gate holds it undecided without being asked; a run without faults is not held so."""
+    none = [{"moment": "leader-key-taken", "reached": 0, "aimed": {}}]
+    short = with_coverage(runs["valid"], tmp_path / "a" / "patroni" / "1", ["pause-dcs"], none, {})
+    quiet = with_coverage(runs["valid"], tmp_path / "b" / "patroni" / "2", ["none"], none, {})
+    out = StringIO()
+    console = Console(file=out, width=300)
+    assert gate_runs([short], {}, None, "local[2]", console) == 2
+    assert "reached none of the cluster's moments" in out.getvalue()
+    assert gate_runs([quiet], {}, None, "local[2]", console) == 0
+    once = [{"moment": "leader-key-taken", "reached": 1, "aimed": {}}]
+    failed_over = with_coverage(runs["valid"], tmp_path / "c" / "patroni" / "3", ["kill"], once, {})
+    assert gate_runs([failed_over], {}, None, "local[2]", console) == 0
+
+
+def test_a_pair_of_moments_can_be_required(runs: dict[str, Path], tmp_path: Path) -> None:
+    moments = [{"moment": "term-won", "reached": 3, "aimed": {}}]
+    pairs = {"term-won:new-leader:kill > takeover:deposed:pause": 2}
+    run = with_coverage(runs["valid"], tmp_path / "s" / "1", ["aimed"], moments, pairs)
+    out = StringIO()
+    console = Console(file=out, width=300)
+    assert gate_runs([run], {}, None, "local[2]", console, {"term-won>takeover": 2}) == 0
+    assert gate_runs([run], {}, None, "local[2]", console, {"takeover>term-won": 1}) == 2
+    assert "did not reach takeover>term-won (0 of 1)" in out.getvalue()
+    assert parse_required(["term-won>takeover=2"]) == {"term-won>takeover": 2}
+
+
+def test_a_moment_no_kind_has_is_bad_input_naming_those_there_are() -> None:
+    for wrong in ("no-such-moment", "term-won>no-such-moment"):
+        with pytest.raises(BadInput, match="no cluster kind has a moment 'no-such-moment'") as e:
+            parse_required([wrong])
+        assert "term-won" in str(e.value) and "leader-key-taken" in str(e.value)

@@ -18,7 +18,10 @@ from checkers.moments import (
     TermWon,
     coverage,
     occurrences,
+    pairs_between,
     reached,
+    reached_no_moment,
+    steps_reached,
 )
 from core.history import NEMESIS
 from core.polls import (
@@ -345,3 +348,65 @@ def test_a_leader_key_taken_and_a_member_rejoining_on_an_older_timeline() -> Non
         (2.0, 3.0, {"rejoining": ["n3"], "leader": ["n2"]})
     ]
     assert KeyTaken.watch_s > TermWon.watch_s  # a key of tens of seconds must expire first
+
+
+def step(moment: str, role: str, strike: str, reached: bool = True) -> dict[str, Any]:
+    struck = {"targets": ["n2"]} if reached else {}
+    return {"moment": moment, "role": role, "strike": strike, "reached": reached} | struck
+
+
+def test_the_steps_and_pairs_a_run_reached_are_counted_up_to_where_each_chain_ended() -> None:
+    """A chain counts its steps while each reached its moment and struck; a pair is a step and
+    the next of its chain. A step whose moment never came ends the chain: it and what follows
+    count for nothing, though the table says which it was."""
+    won, taken = step("term-won", "new-leader", "kill"), step("takeover", "deposed", "pause")
+    ops = [
+        nemesis_op(5, "start-aimed", {"fault": "aimed", "steps": [won, taken]}),
+        nemesis_op(
+            20,
+            "start-aimed",
+            {"fault": "aimed", "steps": [won, step("catch-up", "catching-up", "kill", False)]},
+        ),
+        nemesis_op(40, "start-aimed", {"fault": "aimed", "steps": [won, taken, won]}),
+        nemesis_op(50, "start-kill", {"fault": "kill"}),  # not aimed: no step
+        # written before chains: one step, from its moment, role and strike
+        nemesis_op(
+            60,
+            "start-aimed",
+            {
+                "fault": "aimed",
+                "moment": "rebuild",
+                "roles_tried": ["leader", "rebuilding"],
+                "role": "leader",
+                "strike_with": "restart",
+                "reached": True,
+                "strike": {"fault": "restart", "targets": ["n1"]},
+            },
+        ),
+    ]
+    found = steps_reached(ops)
+    assert found["chains"] == 4
+    assert found["steps"] == {
+        "rebuild:leader:restart": 1,
+        "takeover:deposed:pause": 2,
+        "term-won:new-leader:kill": 4,
+    }
+    assert found["pairs"] == {
+        "takeover:deposed:pause > term-won:new-leader:kill": 1,
+        "term-won:new-leader:kill > takeover:deposed:pause": 2,
+    }
+    assert found["tried"][1] == {
+        "at_s": 20.0,
+        "steps": ["term-won:new-leader:kill", "catch-up:catching-up:kill (not reached)"],
+    }
+    assert pairs_between(found["pairs"], "term-won", "takeover") == 2
+    assert pairs_between(found["pairs"], "takeover", "term-won") == 1
+    assert pairs_between(found["pairs"], "term-won", "catch-up") == 0
+    assert steps_reached([])["steps"] == {}
+
+
+def test_a_run_with_faults_that_reached_no_moment_tested_nothing() -> None:
+    assert reached_no_moment(["pause-primary", "clock"], [0, 0])
+    assert not reached_no_moment(["pause-primary"], [0, 1])
+    assert not reached_no_moment(["none"], [0, 0])  # no faults: nothing was meant to fail over
+    assert not reached_no_moment(["kill"], [])  # a kind that declares no moment

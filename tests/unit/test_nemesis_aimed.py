@@ -6,12 +6,15 @@ them. Its effect on real nodes is tested in tests/integration/test_aimed.py."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 from itertools import islice
+from typing import ClassVar
 
 import nemesis
 from checkers.moments import CatchUp, LeaderChanged, LeaseEnding, Rebuild, Takeover, TermWon
-from nemesis.aimed import PROVOCATIONS, STRIKES, Aimed
-from nemesis.partition import Partition
+from nemesis import grudges
+from nemesis.aimed import ANY, HOLD_S, PROVOCATIONS, STRIKES, Aimed, Then, union
 from nemesis.schedule import plan
 from nemesis.seed001 import Seed001
 from nemesis.seed003 import Seed003
@@ -77,13 +80,14 @@ def test_a_kind_that_declares_no_moment_is_aimed_at_its_failovers() -> None:
 
 
 def test_a_partition_strike_adds_to_the_provocations_partition() -> None:
-    aimed = Aimed(TermWon, TermWon.roles, "partition", "partition", 0.0, 3.0, 0.5)
-    aimed.faults.append(aimed._make("partition", NODES, ["n1"]))  # the leader cut off
-    strike = aimed._make("partition", NODES, ["n4"])
-    assert isinstance(strike, Partition) and strike.grudge is not None
-    assert strike.grudge["n1"] == frozenset(NODES) - {"n1"}  # still cut off
-    assert strike.grudge["n4"] == frozenset(NODES) - {"n4"}
-    assert strike.grudge["n2"] == frozenset({"n1", "n4"})
+    """The cuts in place are one partition: each node deaf to whomever any cut makes it deaf
+    to, so a strike's cut leaves the provocation's in place."""
+    leader, struck = grudges.isolate(NODES, ["n1"]), grudges.isolate(NODES, ["n4"])
+    both = union(NODES, [leader, struck])
+    assert both["n1"] == frozenset(NODES) - {"n1"}  # still cut off
+    assert both["n4"] == frozenset(NODES) - {"n4"}
+    assert both["n2"] == frozenset({"n1", "n4"})
+    assert union(NODES, [leader]) == leader and union(NODES, []) == {n: frozenset() for n in NODES}
 
 
 def test_the_package_is_bound_to_the_kinds_moments_and_joins_all() -> None:
@@ -113,3 +117,61 @@ def test_in_all_the_aimed_package_is_drawn_once_for_each_of_its_scenarios() -> N
     four = nemesis.packages(["all"], 4, power=False, moments=moments)
     assert [p.name for p in four].count("aimed") == 4
     assert [p.name for p in nemesis.packages(["aimed"], 5, moments=moments)] == ["aimed"]
+
+
+def test_an_aimed_fault_is_a_chain_of_one_to_three_steps() -> None:
+    """A step in three is alone; the others go on with one or two more steps, each aimed at
+    one of the kind's moments or at any, every strike but the last held a while."""
+    moments = (TermWon, Takeover, CatchUp)
+    faults = [f for f in drawn(600, moments=moments) if isinstance(f, Aimed)]
+    lengths = [1 + len(f.then) for f in faults]
+    for n in (1, 2, 3):
+        assert 0.25 < lengths.count(n) / len(faults) < 0.42, (n, lengths.count(n))
+    chains = [f for f in faults if f.then]
+    assert {s.moment for f in chains for s in f.then} == {*moments, None}  # None: any moment
+    assert {s.strike for f in chains for s in f.then} == set(STRIKES)
+    for f in chains:
+        assert f.hold is not None and HOLD_S[0] <= f.hold <= HOLD_S[1]
+        assert f.then[-1].hold is None  # the last strike stays until the fault's end
+        assert all(s.hold is not None for s in f.then[:-1])
+        assert f.among == moments
+        plan = f.plan()
+        assert [s["moment"] for s in plan["then"]] == [
+            s.moment.name if s.moment else ANY for s in f.then
+        ]
+    assert {f.release for f in chains} == {True, False}
+    assert all(f.hold is None and "then" not in f.plan() for f in faults if not f.then)
+
+
+def test_a_later_step_tries_its_moments_roles_from_where_its_order_starts() -> None:
+    step = Then(TermWon, "kill", 0.0, 0.5)
+    assert step.roles_of(TermWon) == ("voters", "deposed", "new-leader", "voted-not-recorded")
+    assert Then(None, "kill", 0.0, 0.0).roles_of(Takeover) == Takeover.roles
+    assert sorted(step.roles_of(CatchUp)) == sorted(CatchUp.roles)
+
+
+def test_a_cancelled_watch_returns_without_waiting_for_its_moment() -> None:
+    """The run's end cancels a fault still watching: its start returns within a poll or two,
+    not after the moment's watch (30 s), so the heal is not held up."""
+
+    class Quiet:
+        """A cluster of no nodes whose polls never show a moment; n1 leads, so the leader's
+        loss (a partition of nobody) is provoked."""
+
+        nodes: ClassVar[list] = []
+
+        def poll(self) -> dict:
+            return {}
+
+        def leader(self) -> str:
+            return "n1"
+
+    fault = Aimed(LeaderChanged, LeaderChanged.roles, "partition", "kill", 0.0, 3.0, 0.0)
+    threading.Timer(0.3, fault.cancel).start()
+    began = time.monotonic()
+    value = fault.start(Quiet())  # type: ignore[arg-type]
+    assert time.monotonic() - began < 2.0
+    assert value["reached"] is False and value["provoked"]["target"] == "n1"
+    assert value["steps"] == [
+        {"moment": "leader-changed", "role": "new-leader", "strike": "kill", "reached": False}
+    ]

@@ -16,6 +16,8 @@ import pytest
 import nemesis
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind, KindOption
+from clusters.kinds.patroni import PatroniCluster
+from clusters.kinds.safekeeper import SafekeeperCluster
 from core.endpoint import Endpoint
 from core.errors import BadInput, InfraError
 from core.history import HistoryWriter
@@ -25,7 +27,7 @@ from nemesis.clock import Clock, offset
 from nemesis.fault import Fault
 from nemesis.packet import BEHAVIORS, Packet, netem_args
 from nemesis.partition import REPLICATION, late_grudge
-from nemesis.schedule import Nested, Package, ScheduledNemesis, plan
+from nemesis.schedule import DEFAULT_INTERVAL, Nested, Package, ScheduledNemesis, plan, timescale
 
 NODES = ["n1", "n2", "n3", "n4", "n5"]
 
@@ -411,3 +413,24 @@ def test_heal_undoes_faults_even_when_the_history_is_closed(tmp_path: Path) -> N
 
 def test_heal_nodes_with_no_nodes_does_nothing() -> None:
     assert nemesis.heal_nodes([]) == []
+
+
+def test_faults_on_a_kind_that_fails_over_slowly_outlast_its_failover() -> None:
+    """Patroni fails over only once its leader key's TTL and a loop have passed: without
+    --nemesis-interval its faults come on that timescale and each outlasts it, where the
+    default's faults (5 to 15 s) never did; a given interval is taken as it is."""
+    failover = PatroniCluster.failover_s(PatroniCluster.checked_options({}))
+    assert failover == 40.0  # ttl 30, loop_wait 10
+    assert PatroniCluster.failover_s(PatroniCluster.checked_options({"ttl": 9})) == 12.0
+    assert timescale(failover, None) == (40.0, 50.0)
+    assert timescale(failover, 7.0) == (7.0, 0.0)
+    assert timescale(SafekeeperCluster.failover_s({}), None) == (DEFAULT_INTERVAL, 0.0)
+    made = nemesis.packages(["pause-primary", "partition-primary"], 6)
+    slow = list(islice(plan(made, NODES, 0, *timescale(failover, None)), 200))
+    assert min(s.duration for s in slow) >= 50.0
+    assert statistics.mean(s.gap for s in slow) == pytest.approx(40.0, rel=0.1)
+    # a kind that fails over within the default keeps the schedules drawn before
+    default = list(islice(plan(made, NODES, 0, DEFAULT_INTERVAL), 50))
+    again = list(islice(plan(made, NODES, 0, DEFAULT_INTERVAL, 0.0), 50))
+    assert [s.duration for s in default] == [s.duration for s in again]
+    assert min(s.duration for s in default) < 10.0

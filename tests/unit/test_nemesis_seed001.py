@@ -8,9 +8,11 @@ import random
 
 import pytest
 
+from clusters.kinds.patroni import PatroniCluster
+from clusters.kinds.safekeeper import SafekeeperCluster
 from core.errors import BadInput
 from core.polls import ComputePoll, SafekeeperPoll
-from nemesis import PACKAGES, validate
+from nemesis import PACKAGES, packages, validate
 from nemesis.seed001 import (
     Seed001,
     bridge_of,
@@ -85,9 +87,21 @@ def test_the_phases_move_on_what_the_poll_shows() -> None:
     assert not won(polled | unwritten, voters, 2)  # the new term committed nothing of its own
 
 
+@pytest.mark.parametrize("package", ["partition-seed001", "partition-seed003"])
+def test_a_kind_without_a_safekeeper_quorum_is_refused_the_seeds_histories(package: str) -> None:
+    """The seeds' histories read terms and safekeepers' logs from the polls: on Patroni they
+    would start a cluster and strike nothing the seeds describe."""
+    with pytest.raises(BadInput, match="computes elected by a quorum of safekeepers"):
+        validate([package], 6, "patroni", coordinated=True, kind=PatroniCluster)
+    validate([package], 5, "safekeeper", kind=SafekeeperCluster)
+    # still in `all` through the aimed package alone, not as entries of their own
+    entries = [p.name for p in packages(["all"], 5, False, kind=SafekeeperCluster)]
+    assert package not in entries
+
+
 def test_the_package_needs_five_nodes_and_draws_its_order_from_the_seed() -> None:
     with pytest.raises(BadInput, match="at least 5 nodes"):
-        validate(["partition-seed001"], 4, "safekeeper")
+        validate(["partition-seed001"], 4, "safekeeper", kind=SafekeeperCluster)
     make = PACKAGES["partition-seed001"].make
     first, again = make(NODES, random.Random(3)), make(NODES, random.Random(3))
     assert isinstance(first, Seed001) and first.plan() == again.plan()

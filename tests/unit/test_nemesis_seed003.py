@@ -8,6 +8,7 @@ import random
 import pytest
 from msgspec.structs import replace
 
+from clusters.kinds.safekeeper import SafekeeperCluster
 from core.errors import BadInput
 from core.polls import ComputePoll, SafekeeperPoll
 from nemesis import PACKAGES, validate
@@ -89,7 +90,7 @@ def test_the_phases_move_on_what_the_poll_shows() -> None:
 
 def test_the_package_needs_five_nodes_and_draws_its_order_from_the_seed() -> None:
     with pytest.raises(BadInput, match="at least 5 nodes"):
-        validate(["partition-seed003"], 4, "safekeeper")
+        validate(["partition-seed003"], 4, "safekeeper", kind=SafekeeperCluster)
     make = PACKAGES["partition-seed003"].make
     first, again = make(NODES, random.Random(3)), make(NODES, random.Random(3))
     assert isinstance(first, Seed003) and first.plan() == again.plan()
