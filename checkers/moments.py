@@ -443,7 +443,8 @@ def chain_steps(nemesis: Iterable[Op]) -> list[dict[str, Any]]:
     chains = []
     for op in nemesis:
         value = op.get("value")
-        if not isinstance(value, dict) or op["type"] != "info" or op.get("error"):
+        started = str(op["f"]).startswith("start-")
+        if not isinstance(value, dict) or op["type"] != "info" or op.get("error") or not started:
             continue
         if value.get("fault") != "aimed":
             continue

@@ -128,8 +128,9 @@ def test_writes_acknowledged_without_fsync_are_named_lost_after_a_power_fault(
 
 def test_an_aimed_fault_strikes_a_moment_and_the_report_says_so(store: Path) -> None:
     """`--nemesis aimed`: seed AIMED_SEED's first fault cuts the primary off, watches the term
-    being won and strikes one of its roles; results.json and the report's Moments table count
-    the strike, and the run stays valid."""
+    being won and strikes one of its roles, then goes on as a chain (a takeover, struck in
+    turn); results.json and the report's Moments and Chains tables count the strikes, and the
+    run stays valid."""
     result = harness(
         "run", "--cluster", "safekeeper", "--workload", "set", "--nemesis", "aimed",
         "--time", "45", "--settle", "2", "--seed", str(AIMED_SEED), "--store", str(store),
@@ -144,7 +145,15 @@ def test_an_aimed_fault_strikes_a_moment_and_the_report_says_so(store: Path) -> 
     struck = started[0]
     table = {m["moment"]: m for m in results["checkers"]["cluster-state"]["moments"]}
     key = f"{struck['strike']['fault']} on {struck['role']}, the leader "
-    (named,) = table[struck["moment"]]["aimed"]
-    assert named.startswith(key), table
+    (named,) = [k for k in table[struck["moment"]]["aimed"] if k.startswith(key)]
     page = (run / "report.html").read_text()
     assert '<h2 id="moments">Moments</h2>' in page and named in page
+    # the chain's steps, in order, as far as they reached
+    first = f"{struck['moment']}:{struck['role']}:{struck['strike_with']}"
+    chains = results["checkers"]["cluster-state"]["chains"]
+    assert chains["chains"] == len(started) and chains["steps"][first] >= 1, chains
+    assert chains["tried"][0]["steps"][0] == first, chains
+    assert "aimed steps reached:" in result.stdout
+    assert '<h2 id="chains">Chains</h2>' in page and first in page
+    for pair in chains["pairs"]:
+        assert pair.startswith(first + " > ") and pair.replace(">", "&gt;") in page

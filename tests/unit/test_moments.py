@@ -369,6 +369,7 @@ def test_the_steps_and_pairs_a_run_reached_are_counted_up_to_where_each_chain_en
         ),
         nemesis_op(40, "start-aimed", {"fault": "aimed", "steps": [won, taken, won]}),
         nemesis_op(50, "start-kill", {"fault": "kill"}),  # not aimed: no step
+        nemesis_op(51, "stop-aimed", {"fault": "aimed", "moment": "takeover"}),  # its end
         # written before chains: one step, from its moment, role and strike
         nemesis_op(
             60,
