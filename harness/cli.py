@@ -150,7 +150,20 @@ def cli() -> None:
     help="Comma-separated fault packages: " + ", ".join([NONE, *PACKAGES, ALL]) + ".",
 )
 @click.option(
-    "--nemesis-interval", default=10.0, show_default=True, help="Mean seconds between faults."
+    "--nemesis-interval",
+    type=float,
+    default=None,
+    help="Mean seconds between faults, and each fault's mean length (default: 10, or the "
+    "cluster kind's failover time where that is longer, e.g. Patroni's TTL and loop, each "
+    "fault then outlasting it).",
+)
+@click.option(
+    "--chains",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="A JSON file of aimed chains (a list, or a run's config.json: `harness explore` "
+    "writes the chains it chose there): the aimed package's faults, in turn, instead of drawn "
+    "from the seed. --nemesis is then aimed unless given.",
 )
 @click.option(
     "--time",
@@ -266,17 +279,90 @@ def run(**opts: Any) -> None:
     sys.exit(check_paths([result.run_dir], None, None, cfg.spark_master, console))
 
 
+# what `harness explore` does not take of `harness run`'s options: it chooses the faults, and
+# runs until its budget is spent or a run is red
+NOT_EXPLORED = ("test_count", "matrix", "junit", "nemesis", "chains", "keep_cluster")
+
+
+def explore_command(**opts: Any) -> None:
+    """Many short runs against one configuration, each aimed at steps and pairs of steps no run
+    has reached yet (the union kept in a corpus under the store, so an exploration resumes),
+    until a run is red or --budget minutes are spent.
+
+    Each run is `harness run --nemesis aimed --chains …` with the next seed (--time is each
+    run's seconds); the chains it was given are in its config.json. Prints each run's verdict
+    and what it added, and at the end the coverage over time. Exit: 1 a red run was found (its
+    folder and the command that replays it are printed), 0 the budget ran out with every run
+    valid, 2 a run could not be decided, 255 a run failed."""
+    from clusters.registry import cluster_kind
+    from harness.explore import explore
+    from harness.runner import Runner
+    from nemesis.schedule import timescale
+
+    budget = float(opts.pop("budget"))
+    if budget <= 0:
+        raise BadInput(f"--budget must be positive minutes, got {budget:g}")
+    cfg = run_config(opts | {"nemesis": "aimed", "chains": None, "keep_cluster": False})
+    probe = Runner(cfg, console)  # the configuration checked before the first run starts
+    kind = cluster_kind(cfg.cluster)
+    nodes = [f"n{i + 1}" for i in range(kind.nodes_needed(probe.plan.options))]
+    interval = timescale(kind.failover_s(probe.plan.options), cfg.nemesis_interval)[0]
+    code = explore(cfg, budget, probe.plan.moments, nodes, interval, explored_run, console)
+    sys.exit(code)
+
+
+def explored_run(cfg: RunConfig) -> Any:
+    """One run of an exploration, checked: its verdict and the steps and pairs it reached."""
+    from harness.check import check_paths
+    from harness.explore import Outcome
+    from harness.runner import Runner
+
+    runner = Runner(cfg, console)
+    try:
+        result = runner.run()
+    except InfraError as e:
+        console.print(f"[red]the run failed:[/] {e}")
+        return Outcome(runner.run_dir, EXIT_INFRA, {})
+    if result.interrupted:
+        return Outcome(result.run_dir, EXIT_INTERRUPTED, {}, interrupted=True)
+    code = check_paths([result.run_dir], None, None, cfg.spark_master, console)
+    results = result.run_dir / store.RESULTS
+    state = json.loads(results.read_text())["checkers"].get("cluster-state") or {}
+    return Outcome(result.run_dir, code, state.get("chains") or {})
+
+
+def read_chains(path: Path | None) -> list[dict[str, Any]] | None:
+    """The chains a `--chains` file gives: a JSON list of them, or a run's config.json."""
+    if path is None:
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as e:
+        raise BadInput(f"cannot read the chains file {path}: {e.strerror}") from e
+    except ValueError as e:
+        raise BadInput(f"{path} is not JSON: {e}") from e
+    chains = doc.get("chains") if isinstance(doc, dict) else doc
+    if not isinstance(chains, list) or not all(isinstance(c, dict) for c in chains):
+        raise BadInput(f"{path} holds no list of chains (a JSON list, or a run's config.json)")
+    return chains
+
+
 def run_config(opts: dict[str, Any]) -> RunConfig:
     """The configuration of one run from the run command's options (consumed)."""
     backend, backend_opts = backend_settings(opts)
+    chains = read_chains(opts.pop("chains", None))
+    nemesis = split_names(str(opts["nemesis"]))
+    if chains is not None and nemesis == [NONE]:
+        nemesis = ["aimed"]
     return RunConfig(
         cluster=str(opts["cluster"]),
         cluster_options=kind_settings(str(opts["cluster"]), opts),
         backend=backend,
         backend_options=backend_opts,
         workloads=split_names(str(opts["workloads"])),
-        nemesis=split_names(str(opts["nemesis"])),
-        nemesis_interval=float(opts["nemesis_interval"]),  # type: ignore[arg-type]
+        nemesis=nemesis,
+        chains=chains,
+        nemesis_interval=opts["nemesis_interval"],  # type: ignore[arg-type]
         time_limit=float(opts["time_limit"]),  # type: ignore[arg-type]
         rate=float(opts["rate"]),  # type: ignore[arg-type]
         concurrency=int(opts["concurrency"]),  # type: ignore[arg-type]
@@ -293,6 +379,26 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
         keep_cluster=bool(opts["keep_cluster"]),
         spark_master=opts["spark_master"],  # type: ignore[arg-type]
     )
+
+
+cli.add_command(
+    click.Command(
+        "explore",
+        params=[
+            *(p for p in run.params if p.name not in NOT_EXPLORED),
+            click.Option(
+                ["--budget"],
+                type=float,
+                default=60.0,
+                show_default=True,
+                help="Minutes to explore: no run starts that would end past them.",
+            ),
+        ],
+        callback=explore_command,
+        help=explore_command.__doc__,
+        short_help="Many short runs, each aimed at what no run has reached yet.",
+    )
+)
 
 
 @cli.command()

@@ -145,3 +145,31 @@ def test_a_kind_option_out_of_its_range_is_refused_before_anything_starts(
 def test_a_port_out_of_range_is_refused() -> None:
     text = assert_one_sentence(harness("serve", "--port", "99999"))
     assert "--port" in text and "99999" in text
+
+
+def test_a_seeds_history_on_a_kind_without_safekeepers_is_refused(store: Path) -> None:
+    args = ("run", "--cluster", "patroni", "--nemesis", "partition-seed001", "--store", str(store))
+    text = assert_one_sentence(harness(*args))
+    assert "partition-seed001 needs computes elected by a quorum of safekeepers" in text
+    assert not store.exists()  # refused before a cluster started
+
+
+def test_a_moment_no_kind_has_is_refused_by_the_gate(tmp_path: Path) -> None:
+    text = assert_one_sentence(harness("gate", "--require-moment", "no-such-moment", str(tmp_path)))
+    assert "no cluster kind has a moment 'no-such-moment'" in text and "term-won" in text
+
+
+def test_explore_and_chains_refuse_what_they_cannot_run(tmp_path: Path, store: Path) -> None:
+    assert "--budget must be positive" in assert_one_sentence(
+        harness("explore", "--budget", "0", "--store", str(store))
+    )
+    chains = tmp_path / "chains.json"
+    chains.write_text(json.dumps([{"moment": "leader-key-taken", "strike": "kill"}]))
+    text = assert_one_sentence(harness("run", "--chains", str(chains), "--store", str(store)))
+    assert "'leader-key-taken', which this cluster kind does not have" in text
+    chains.write_text("{}")
+    assert "no list of chains" in assert_one_sentence(harness("run", "--chains", str(chains)))
+    assert "--nemesis-interval must be positive" in assert_one_sentence(
+        harness("run", "--nemesis-interval", "0")
+    )
+    assert not store.exists()

@@ -1,0 +1,129 @@
+"""`harness explore`'s choices, without a cluster: what a chain aims at, what the corpus keeps
+between explorations, that each run is given the chains that would reach what no run reached,
+and the loop's stops (a red run, the budget) and exit codes. A real exploration is run end to
+end in tests/e2e/test_explore.py."""
+
+from __future__ import annotations
+
+import json
+import random
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from checkers.moments import CatchUp, Rebuild, Takeover, TermWon
+from harness.config import RunConfig
+from harness.explore import Corpus, Outcome, chains_per_run, choose, corpus_key, explore, targets
+from nemesis.aimed import Aimed, Then
+
+MOMENTS = (TermWon, Takeover, CatchUp, Rebuild)
+NODES = [f"n{i}" for i in range(1, 6)]
+
+
+def chain(*moments: type | None) -> Aimed:
+    first, *rest = moments
+    then = tuple(Then(m, "kill", 0.0, 0.0) for m in rest)
+    return Aimed(first, first.roles, "kill", "pause", 0.0, 3.0, 0.0, 2.0 if then else None, then)  # type: ignore[union-attr]
+
+
+def test_a_chain_aims_at_its_first_step_and_each_pair_of_moments_it_names() -> None:
+    assert targets(chain(TermWon)) == ["term-won:new-leader:pause"]
+    assert targets(chain(TermWon, Takeover, None)) == [
+        "term-won:new-leader:pause",
+        "term-won>takeover",  # the step aimed at any moment names no pair
+    ]
+
+
+def test_the_corpus_keeps_what_runs_reached_and_what_was_tried_in_vain(tmp_path: Path) -> None:
+    config = {"cluster": "safekeeper", "options": {}}
+    corpus = Corpus.open(tmp_path, config)
+    assert corpus.steps == {} and not corpus.path.exists()
+    reached = {
+        "chains": 2,  # the two given started; a third never did
+        "steps": {"term-won:new-leader:pause": 1, "takeover:deposed:kill": 1},
+        "pairs": {"term-won:new-leader:pause > takeover:deposed:kill": 1},
+    }
+    given = [chain(TermWon, Takeover), chain(CatchUp, Rebuild), chain(Rebuild, TermWon)]
+    assert corpus.learn(reached, given) == 1
+    assert corpus.learn(reached, []) == 0  # nothing new the second time
+    assert corpus.moment_pairs() == {("term-won", "takeover")}
+    # the catch-up chain reached nothing: it and its pair were tried in vain
+    assert corpus.tried == {"catch-up:catching-up:pause": 1, "catch-up>rebuild": 1}
+    corpus.runs.append({"run": "r1"})
+    corpus.save()
+    again = Corpus.open(tmp_path, config)
+    assert (again.steps, again.pairs, again.tried, again.runs) == (
+        corpus.steps,
+        corpus.pairs,
+        corpus.tried,
+        corpus.runs,
+    )
+    assert Corpus.open(tmp_path, config | {"cluster": "patroni"}).path != corpus.path
+
+
+def test_each_run_is_given_the_chains_that_would_reach_what_no_run_reached(
+    tmp_path: Path,
+) -> None:
+    """With every pair from term-won reached, the chains chosen start elsewhere or aim at
+    pairs not yet reached; the chains of one run aim at different pairs."""
+    corpus = Corpus.open(tmp_path, {"cluster": "safekeeper"})
+    for m in MOMENTS:
+        corpus.pairs[f"term-won:voters:kill > {m.name}:leader:kill"] = 3
+    chosen = choose(corpus, MOMENTS, NODES, 4, random.Random(1))
+    pairs = [t for c in chosen for t in targets(c) if ">" in t]
+    assert len(pairs) >= 4 and len(set(pairs)) == len(pairs), pairs
+    assert not [p for p in pairs if p.startswith("term-won>")], pairs
+    # what is chosen depends on the seed alone, given the corpus
+    again = choose(corpus, MOMENTS, NODES, 4, random.Random(1))
+    assert [c.spec() for c in again] == [c.spec() for c in chosen]
+    # and a chain round-trips through its spec, as a run's config.json keeps it
+    for c in chosen:
+        assert Aimed.of_spec(json.loads(json.dumps(c.spec())), MOMENTS).spec() == c.spec()
+
+
+def test_a_run_meets_about_as_many_chains_as_its_faults() -> None:
+    assert chains_per_run(60, 10) == 4
+    assert chains_per_run(20, 40) == 2
+
+
+def run_with(codes: list[int], pairs: list[dict[str, int]]) -> Any:
+    """A run_one that returns these verdicts and reached pairs in turn, recording its configs."""
+    given: list[RunConfig] = []
+
+    def run_one(cfg: RunConfig) -> Outcome:
+        n = len(given)
+        given.append(cfg)
+        return Outcome(Path(f"r{n}"), codes[n], {"steps": {}, "pairs": pairs[n]})
+
+    run_one.given = given  # type: ignore[attr-defined]
+    return run_one
+
+
+def test_the_exploration_stops_at_the_first_red_run_and_names_its_replay(tmp_path: Path) -> None:
+    base = RunConfig(store=tmp_path, time_limit=20)
+    run_one = run_with([0, 1, 0], [{"a > b": 1}, {}, {}])
+    out = StringIO()
+    code = explore(base, 60, MOMENTS, NODES, 10, run_one, Console(file=out, width=400))
+    assert code == 1 and len(run_one.given) == 2
+    assert "red run: r1" in out.getvalue() and "--chains r1/config.json" in out.getvalue()
+    assert [c.seed for c in run_one.given] == [0, 1]
+    assert all(c.nemesis == ["aimed"] or c.chains for c in run_one.given)
+    corpus = json.loads(next((tmp_path / "explore").iterdir()).read_text())
+    assert [r["verdict"] for r in corpus["runs"]] == ["valid", "invalid"]
+    assert corpus["runs"][0]["new_pairs"] == 1
+    # resumed: the next run takes the next seed, and the corpus its pairs
+    resumed = run_with([0], [{}])
+    explore(base, 0.0001, MOMENTS, NODES, 10, resumed, Console(file=StringIO()))
+    assert [c.seed for c in resumed.given] == [2]
+    assert corpus_key(base) == corpus_key(RunConfig(store=tmp_path / "x", seed=9))
+
+
+def test_a_budget_spent_with_every_run_valid_is_0_and_an_undecided_run_2(tmp_path: Path) -> None:
+    valid = run_with([0] * 3, [{}] * 3)
+    assert explore(RunConfig(store=tmp_path / "a"), 0.0001, MOMENTS, NODES, 10, valid,
+                   Console(file=StringIO())) == 0  # fmt: skip
+    undecided = run_with([2], [{}])
+    assert explore(RunConfig(store=tmp_path / "b"), 0.0001, MOMENTS, NODES, 10, undecided,
+                   Console(file=StringIO())) == 2  # fmt: skip
