@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -55,6 +56,7 @@ from cosmic_ray.ast import ast_nodes, get_ast
 from cosmic_ray.mutating import mutate_code
 from run_rows import (
     anomalies,
+    commit,
     first_anomaly_s,
     moments_reached,
     read_rows,
@@ -272,14 +274,55 @@ def protocol_tests(root: Path) -> str:
     return "pass" if done.returncode == 0 else "fail"
 
 
+def explored(
+    mutant: Mutant, args: argparse.Namespace, root: Path, options: list[str]
+) -> list[dict[str, Any]]:
+    """`harness explore` of the mutant for --budget minutes, in a store of its own (a fresh
+    corpus): a row per run it made, each with the minutes from the exploration's start."""
+    store = args.store / f"explore-{mutant.key.replace('/', '-').replace(':', '-')}"
+    cmd = [str(HARNESS), "explore", "--budget", str(args.budget), "--time", str(args.time),
+           "--seed", str(args.seeds[0]), "--store", str(store), *options]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env_with(root))
+    minutes = round((time.monotonic() - started) / 60, 1)
+    corpora = sorted((store / "explore").glob("*.json"))
+    made = json.loads(corpora[-1].read_text())["runs"] if corpora else []
+    runs, spent = [], 0.0
+    for made_run in made:
+        spent += made_run.get("minutes") or 0.0
+        run = Path(str(made_run.get("run")))
+        base = {"seed": made_run["seed"], "minutes": round(spent, 1), "date": time.strftime(
+            "%Y-%m-%d"), "commit": commit(), "run": str(run)}  # fmt: skip
+        runs.append(base | (read_run(run) if (run / "results.json").is_file() else
+                            {"verdict": "error"}))  # fmt: skip
+    if not runs:
+        said = (done.stderr or done.stdout).strip()[-300:]
+        runs = [{"verdict": "error", "anomalies": said, "minutes": minutes,
+                 "date": time.strftime("%Y-%m-%d"), "commit": commit()}]  # fmt: skip
+    return runs
+
+
 def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
-    """The mutant's runs, seed after seed until one is red; then its row."""
+    """The mutant's runs, seed after seed until one is red (or, with --budget, until its
+    minutes are spent; explored by `harness explore` with --strategy explore); then its row."""
     row: dict[str, Any] = asdict(mutant) | {"key": mutant.key, "change": mutant.change()}
     options = [*SAFETY[mutant.file], *args.options.split()]
-    runs = []
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="harness-mutant-") as work:
         root = tree_with(mutant, Path(work))
-        for seed in args.seeds:
+        seeds: Any = args.seeds
+        if args.budget is not None and args.strategy == "explore":
+            runs, seeds = explored(mutant, args, root, options), []
+        elif args.budget is not None:  # fresh seeds until the budget is spent
+            seeds = itertools.count(args.seeds[0])
+        began = time.monotonic()
+        for seed in seeds:
+            if (
+                args.budget is not None
+                and runs
+                and ((time.monotonic() - began) / 60 + runs[-1]["minutes"] > args.budget)
+            ):
+                break
             cmd = [str(HARNESS), "run", "--nemesis", args.nemesis, "--time", str(args.time),
                    "--seed", str(seed), *options]  # fmt: skip
             name = f"mutant-{mutant.source}-{mutant.occurrence}-{mutant.operator.split('/')[-1]}"
@@ -289,9 +332,16 @@ def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
             if run.get("verdict") == "invalid":
                 break
         red = [r for r in runs if r.get("verdict") == "invalid"]
+        if args.budget is not None:
+            row |= {"strategy": args.strategy, "budget_min": args.budget}
         if red:
+            caught = runs.index(red[0]) + 1
+            to_catch = sum(r.get("minutes") or 0.0 for r in runs[:caught])
+            if args.strategy == "explore" and args.budget is not None:
+                to_catch = red[0].get("minutes") or 0.0  # counted from the exploration's start
             row |= {
-                "caught": f"run {len(runs)}",
+                "minutes_to_catch": round(to_catch, 1),
+                "caught": f"run {caught}",
                 "by": "; ".join(red[0]["anomalies"]),
                 "first_anomaly_s": red[0]["first_anomaly_s"],
             }
@@ -340,6 +390,18 @@ def main() -> int:
     parser.add_argument("--nemesis", default="all")
     parser.add_argument("--options", default="", help="more `harness run` options for each run")
     parser.add_argument("--list", action="store_true", help="print the sample, run nothing")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        help="minutes each mutant is given: runs with fresh seeds from the first of --seeds "
+        "until one is red or the minutes are spent (instead of --seeds alone)",
+    )
+    parser.add_argument(
+        "--strategy",
+        choices=("all", "explore"),
+        default="all",
+        help="with --budget: repeated runs of --nemesis (all), or `harness explore`",
+    )
     parser.add_argument(
         "--same-as",
         type=Path,
