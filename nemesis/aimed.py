@@ -297,10 +297,11 @@ class Aimed(Fault):
                 )
                 for step in spec.get("then") or []
             )
+            provocation = str(spec.get("provocation", "partition"))
             return cls(
                 first,
                 roles,
-                str(spec.get("provocation", "partition")),
+                "partition" if first.provoke == "leader-cut" else provocation,
                 strike(spec["strike"]),
                 float(spec.get("delay", 0.0)),
                 float(spec.get("cut", CUT_S[0])),
