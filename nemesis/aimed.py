@@ -50,6 +50,7 @@ per step tried, in order: {"moment", "role", "strike", "reached", "seen_s", "str
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import threading
 import time
@@ -69,6 +70,8 @@ from nemesis.partition import Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.promote import Promote
+
+log = logging.getLogger(__name__)
 
 POLL_EVERY = 0.2  # seconds between the fault's own polls while it watches
 DELAY_S = (0.0, 1.5)  # the strike's delay after the moment is seen, drawn from the seed
@@ -182,7 +185,11 @@ class Aimed(Fault):
         self.faults: list[Fault] = []  # in place now, in the order they started
         self.cuts: list[tuple[str, list[str]]] = []  # partitions in place: (why, who is cut off)
         self.partition: Partition | None = None  # the union of the cuts, as applied
-        self.holds: list[tuple[float, Fault | tuple[str, list[str]]]] = []  # (until, what)
+        self.holds: list[threading.Timer] = []  # each undoes a strike when its hold runs out
+        self.strikes = 0  # strikes made: names each partition strike's cut
+        # the strikes' holds end on timers of their own: their undoing and the chain's own
+        # actions change the faults in place one at a time
+        self.lock = threading.RLock()
         self.provoked: Fault | None = None  # the leader's loss, when not a partition
         self.cancelled = threading.Event()
 
@@ -424,7 +431,6 @@ class Aimed(Fault):
         deadline = time.monotonic() + max(m.watch_s for m in kinds)
         found: Seen | None = None
         while time.monotonic() < deadline and not self.cancelled.wait(POLL_EVERY):
-            self._undo_held(cluster, names)
             r = round_now()
             for o in observers:
                 roles = o.observe(r)
@@ -457,15 +463,20 @@ class Aimed(Fault):
         """Strike the role the watch found after `delay`; undone after `hold` s, if given."""
         self.cancelled.wait(delay)
         nodes = sorted(found.roles[found.role or ""])
-        if strike == "partition":
-            cut = (f"strike {len(self.holds)}", nodes)
-            done = self._cut(cluster, names, cut) | {"targets": nodes}
-            what: Fault | tuple[str, list[str]] = cut
-        else:
-            what = self._make(strike, nodes)
-            done = self._begin(cluster, what)
+        self.strikes += 1
+        with self.lock:
+            if strike == "partition":
+                cut = (f"strike {self.strikes}", nodes)
+                done = self._cut(cluster, names, cut) | {"targets": nodes}
+                what: Fault | tuple[str, list[str]] = cut
+            else:
+                what = self._make(strike, nodes)
+                done = self._begin(cluster, what)
         if hold is not None:
-            self.holds.append((time.monotonic() + hold, what))
+            timer = threading.Timer(hold, self._undo, (cluster, names, what))
+            timer.daemon = True
+            self.holds.append(timer)
+            timer.start()
         return done
 
     def _release(self, cluster: ClusterKind, names: list[str]) -> None:
@@ -476,16 +487,19 @@ class Aimed(Fault):
         if self.provoked is not None and self.provoked in self.faults:
             self._end(cluster, self.provoked)
 
-    def _undo_held(self, cluster: ClusterKind, names: list[str]) -> None:
-        """Undo each strike whose hold has run out."""
-        now = time.monotonic()
-        for until, what in [h for h in self.holds if h[0] <= now]:
-            self.holds.remove((until, what))
-            if isinstance(what, Fault):
-                if what in self.faults:
-                    self._end(cluster, what)
-            else:
-                self._uncut(cluster, names, what)
+    def _undo(
+        self, cluster: ClusterKind, names: list[str], what: Fault | tuple[str, list[str]]
+    ) -> None:
+        """Undo a strike whose hold has run out (unless the fault's stop undid it already)."""
+        with self.lock:
+            try:
+                if isinstance(what, Fault):
+                    if what in self.faults:
+                        self._end(cluster, what)
+                elif what in self.cuts:
+                    self._uncut(cluster, names, what)
+            except Exception as e:  # the fault's stop, and the final heal, undo it then
+                log.warning("undoing a held strike failed: %s", e)
 
     def _provoke(
         self, cluster: ClusterKind, names: list[str], first: Round, watch: Callable[[], None]
@@ -535,16 +549,18 @@ class Aimed(Fault):
         self, cluster: ClusterKind, names: list[str], cut: tuple[str, list[str]]
     ) -> dict[str, Any]:
         """Cut these nodes off alone, on top of every cut already in place."""
-        self.cuts.append(cut)
-        return self._apply_cuts(cluster, names)
+        with self.lock:
+            self.cuts.append(cut)
+            return self._apply_cuts(cluster, names)
 
     def _uncut(
         self, cluster: ClusterKind, names: list[str], cut: tuple[str, list[str]]
     ) -> dict[str, Any]:
         """Let these nodes back; the other cuts stay."""
-        if cut in self.cuts:
-            self.cuts.remove(cut)
-        return self._apply_cuts(cluster, names)
+        with self.lock:
+            if cut in self.cuts:
+                self.cuts.remove(cut)
+            return self._apply_cuts(cluster, names)
 
     def _apply_cuts(self, cluster: ClusterKind, names: list[str]) -> dict[str, Any]:
         """Put the union of the cuts in place (a partition replaces the one before it), or
@@ -568,21 +584,25 @@ class Aimed(Fault):
         return cls("role", nodes)
 
     def _begin(self, cluster: ClusterKind, fault: Fault) -> dict[str, Any]:
-        self.faults.append(fault)  # before it starts: a partial start must be undone too
-        return fault.start(cluster)
+        with self.lock:
+            self.faults.append(fault)  # before it starts: a partial start must be undone too
+            return fault.start(cluster)
 
     def _end(self, cluster: ClusterKind, fault: Fault) -> dict[str, Any]:
-        done = fault.stop(cluster)
-        self.faults.remove(fault)  # after: a stop that fails leaves it for the fault's own stop
-        return done
+        with self.lock:
+            done = fault.stop(cluster)
+            self.faults.remove(fault)  # after: a stop that fails leaves it for its own stop
+            return done
 
     def stop(self, cluster: ClusterKind) -> dict[str, Any]:
         """Undo the strikes, then the provocation (a partition's heal removes every cut)."""
         self.cancelled.set()
-        undone = [self._end(cluster, fault) for fault in reversed(list(self.faults))]
-        self.cuts.clear()
-        self.partition = None
-        self.holds.clear()
+        for timer in self.holds:
+            timer.cancel()
+        with self.lock:
+            undone = [self._end(cluster, fault) for fault in reversed(list(self.faults))]
+            self.cuts.clear()
+            self.partition = None
         return self.plan() | {"undone": undone}
 
 
