@@ -1,7 +1,8 @@
 """`harness explore` end to end on the safekeeper cluster: one short run (the budget is spent
 by the first), aimed at the chains chosen for an empty corpus; the run is valid, its
-config.json holds the chains it was given, the corpus under the store keeps what it reached,
-and the output ends with the coverage over time."""
+config.json holds the chains it was given, its aimed faults strike them in turn, results.json
+and the report's Moments and Chains tables count the strikes, the corpus under the store keeps
+what it reached, and the output ends with the coverage over time."""
 
 from __future__ import annotations
 
@@ -37,3 +38,19 @@ def test_an_exploration_runs_aimed_chains_and_keeps_what_they_reached(store: Pat
     started = [e["value"] for e in history if e["f"] == "start-aimed" and e["type"] == "invoke"]
     given = [c["moment"] for c in config["chains"]]
     assert [s["moment"] for s in started] == given[: len(started)]  # the chains, in turn
+    # the first chain's first step struck: the Moments table names it by fault, role and how
+    # the moment was brought about, and the Chains table by its step
+    struck = next(e["value"] for e in history if e["f"] == "start-aimed" and e["type"] == "info")
+    assert struck["reached"] and struck["strike"], struck
+    results = json.loads((run / "results.json").read_text())
+    table = {m["moment"]: m for m in results["checkers"]["cluster-state"]["moments"]}
+    key = f"{struck['strike']['fault']} on {struck['role']}, "
+    (named,) = [k for k in table[struck["moment"]]["aimed"] if k.startswith(key)]
+    first = f"{struck['moment']}:{struck['role']}:{struck['strike_with']}"
+    assert chains["tried"][0]["steps"][0] == first, chains
+    page = (run / "report.html").read_text()
+    assert '<h2 id="moments">Moments</h2>' in page and named in page
+    assert '<h2 id="chains">Chains</h2>' in page and first in page
+    for pair in chains["pairs"]:
+        assert pair.replace(">", "&gt;") in page
+    assert "aimed steps reached:" in out and "moments reached:" in out

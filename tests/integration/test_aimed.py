@@ -225,30 +225,31 @@ def test_a_lease_ending_pauses_the_cut_off_primary_which_wakes_deposed(
 def test_a_chain_strikes_the_new_leader_then_whoever_the_next_moment_names(
     cluster: SafekeeperCluster,
 ) -> None:
-    """Two steps: the leader killed, and when another compute takes over it is paused for a
-    few seconds while the old one is let back (the provocation released); then, at whichever
-    moment comes next, one of its roles is killed. Each step's strike is seen on the nodes: the
+    """Two steps: the leader killed, and when another compute takes over it is killed for four
+    seconds while the old one is restarted (the provocation released); then, at whichever
+    moment comes next (a compute taking over again, most often the one killed, back once its
+    hold ran out), one of its roles is killed. Each step's strike is seen on the nodes: the
     first undone after its hold, the second in place until the fault's stop."""
     old = eventually(
         lambda: settled(cluster), "a compute serving, the other standing by", SERVES_WITHIN
     )
     then = Then(None, "kill", 0.0, 0.0)  # any moment; its first role that has nodes
-    fault = Aimed(Takeover, ("new-leader",), "kill", "pause", 0.0, 3.0, 0.0, 4.0, (then,), True)
+    fault = Aimed(Takeover, ("new-leader",), "kill", "kill", 0.0, 3.0, 0.0, 4.0, (then,), True)
     with Writer(cluster):
         try:
             value = fault.start(cluster)
             first, *rest = value["steps"]
             assert first["reached"] and first["targets"] and old not in first["targets"], value
-            new = first["targets"][0]
+            (new,) = first["targets"]
             assert rest and rest[0]["reached"], value  # the second link came
             second = rest[0]
             assert second["moment"] in {m.name for m in SafekeeperCluster.moments}, second
             assert second["targets"] == sorted(second["roles"][second["role"]]), second
-            held_out = second["struck_s"] - first["struck_s"] > 4.5
-            if new not in second["targets"] and held_out:  # resumed once its hold ran out
-                assert not running(cluster, new)["proxy"].startswith("T"), value
             for name in second["targets"]:
                 assert not running(cluster, name), f"{name} struck by the second step"
+            # the first strike was undone once its hold ran out: the new leader runs again, or
+            # it took over again and was struck again
+            assert new in second["targets"] or "proxy" in running(cluster, new), value
             assert "proxy" in running(cluster, old) or old in second["targets"]  # let back
         finally:
             fault.stop(cluster)
