@@ -21,6 +21,12 @@ mutants) are set apart by reading them, in mutants_equivalent.json beside this s
 why), and the score leaves them out. A mutant whose runs all fail to start the cluster is counted
 as caught (no one ships it) but said apart.
 
+`--files patroni/ha.py` (or any module of the pinned Patroni, as `patroni/…`) mutates Patroni
+itself, as the patroni kind installs it: the module is read from the pinned wheel, and each run
+puts the mutant in place of Patroni's own with `--patroni-patch` (under `--patroni-sync quorum`,
+the mode Patroni's own Jepsen suite runs; give such runs `--time 300`, since Patroni fails over on
+a 40 s scale). Those files are not in the default list.
+
 Rows are appended to `--rows` (mutants_rows.jsonl beside this script) as each mutant ends, so
 that hours of runs can be read while they go and resumed over several sittings (mutants already
 there are skipped); `--table` prints the score with its 95 % interval and a row per mutant,
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import hashlib
 import itertools
 import json
@@ -47,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +75,7 @@ from run_rows import (
 from run_rows import table as markdown
 
 import systems
+from clusters.image import PATRONI_WHEEL, fetch_wheel
 
 HERE = Path(__file__).resolve().parent
 HARNESS = Path(sys.executable).parent / "harness"
@@ -86,6 +95,28 @@ SAFETY: dict[str, tuple[str, ...]] = {
     "walkeeper/limbo.py": ("--mode", "confirm-rollback"),
     "manatee/state.py": ("--cluster", "manatee"),
 }
+PATRONI = ("--cluster", "patroni", "--patroni-sync", "quorum")  # a module of Patroni's: patroni/…
+
+
+def options_of(file: str) -> tuple[str, ...]:
+    """The `harness run` options that put a file to work."""
+    return PATRONI if is_patroni(file) else SAFETY[file]
+
+
+def is_patroni(file: str) -> bool:
+    return file.startswith("patroni/")
+
+
+@functools.cache
+def source_of(file: str) -> str:
+    """The unmutated file: from systems/, or for a module of Patroni's, from the pinned wheel the
+    patroni kind installs."""
+    if is_patroni(file):
+        with zipfile.ZipFile(fetch_wheel(PATRONI_WHEEL)) as wheel:
+            return wheel.read(file).decode()
+    return (systems.ROOT / file).read_text()
+
+
 # Cosmic Ray's operators, as a regression would change a line: a comparison off by one or turned
 # around, + and - or * and / swapped, a boolean or `not` flipped, a number one off, a loop run
 # zero times, an exception handler that no longer catches, break and continue swapped. Left out:
@@ -132,7 +163,7 @@ class Mutant:
     """One operator applied at one place of one file (its `occurrence`: Cosmic Ray counts the
     places an operator can apply in a file in the order it walks the tree)."""
 
-    file: str  # under systems/
+    file: str  # under systems/, or patroni/… in Patroni's wheel
     operator: str
     occurrence: int
     line: int
@@ -143,7 +174,7 @@ class Mutant:
         return f"{self.file}@{self.source}:{self.operator}:{self.occurrence}"
 
     def mutated(self) -> str:
-        code = (systems.ROOT / self.file).read_text()
+        code = source_of(self.file)
         operator = cosmic_ray.plugins.get_operator(self.operator)()
         changed = mutate_code(code, operator, self.occurrence)
         if changed is None:
@@ -152,7 +183,7 @@ class Mutant:
 
     def change(self) -> str:
         """The lines the mutant changes, as "before → after"."""
-        before = (systems.ROOT / self.file).read_text().splitlines()
+        before = source_of(self.file).splitlines()
         after = self.mutated().splitlines()
         old, new = [], []
         for line in difflib.ndiff(before, after):
@@ -172,8 +203,8 @@ def operators() -> list[str]:
 
 
 def mutants_of(file: str, names: list[str]) -> list[Mutant]:
-    """Every mutant of one file under systems/, operator by operator."""
-    code = (systems.ROOT / file).read_text()
+    """Every mutant of one file, operator by operator."""
+    code = source_of(file)
     source = hashlib.sha1(code.encode()).hexdigest()[:10]
     tree = get_ast(code)
     found = []
@@ -196,7 +227,7 @@ def same_as(rows: list[dict[str, Any]], names: list[str]) -> tuple[list[Mutant],
     for row in rows:
         if row["file"] not in of_file:
             of_file[row["file"]] = mutants_of(row["file"], names)
-        lines = (systems.ROOT / row["file"]).read_text().splitlines()
+        lines = source_of(row["file"]).splitlines()
         before = row["change"].split(" → ")[0]
         candidates = [
             m
@@ -246,9 +277,20 @@ def tree_with(mutant: Mutant, work: Path) -> Path:
     return root
 
 
+def patch_with(mutant: Mutant, work: Path) -> Path:
+    """A `--patroni-patch` folder under `work` holding the mutated module of Patroni's."""
+    target = work / "patch" / mutant.file.removeprefix("patroni/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(mutant.mutated())
+    return work / "patch"
+
+
 def env_with(root: Path) -> dict[str, str]:
     """This environment with the mutated copy first on the path (a PYTHONPATH already set, as
-    for a score of another checkout of the harness, stays behind it)."""
+    for a score of another checkout of the harness, stays behind it); as it is for a mutant of
+    Patroni's, which its runs find in their options."""
+    if not (root / "systems").is_dir():
+        return dict(os.environ)
     path = [str(root), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
@@ -306,10 +348,14 @@ def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
     """The mutant's runs, seed after seed until one is red (or, with --budget, until its
     minutes are spent; explored by `harness explore` with --strategy explore); then its row."""
     row: dict[str, Any] = asdict(mutant) | {"key": mutant.key, "change": mutant.change()}
-    options = [*SAFETY[mutant.file], *args.options.split()]
+    options = [*options_of(mutant.file), *args.options.split()]
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="harness-mutant-") as work:
-        root = tree_with(mutant, Path(work))
+        root = Path(work)
+        if is_patroni(mutant.file):
+            options += ["--patroni-patch", str(patch_with(mutant, root))]
+        else:
+            root = tree_with(mutant, root)
         seeds: Any = args.seeds
         if args.budget is not None and args.strategy == "explore":
             runs, seeds = explored(mutant, args, root, options), []
@@ -334,6 +380,8 @@ def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
         red = [r for r in runs if r.get("verdict") == "invalid"]
         if args.budget is not None:
             row |= {"strategy": args.strategy, "budget_min": args.budget}
+        if args.same_as is None:
+            row["sample_seed"] = args.sample_seed
         if red:
             caught = runs.index(red[0]) + 1
             to_catch = sum(r.get("minutes") or 0.0 for r in runs[:caught])
@@ -348,7 +396,8 @@ def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
         elif all(r.get("verdict") == "error" for r in runs):
             row |= {"caught": "cluster failed", "by": runs[-1].get("anomalies", "")[-200:]}
         else:
-            row |= {"caught": "survived", "protocol_tests": protocol_tests(root)}
+            tests = "n/a" if is_patroni(mutant.file) else protocol_tests(root)
+            row |= {"caught": "survived", "protocol_tests": tests}
     return row | {"runs": runs, "date": runs[-1]["date"], "commit": runs[-1]["commit"]}
 
 
@@ -421,7 +470,7 @@ def main() -> int:
         print(table(read_rows(args.rows), equivalent))
         return 0
     files = args.files.split(",")
-    unknown = sorted(set(files) - set(SAFETY))
+    unknown = sorted(f for f in set(files) - set(SAFETY) if not is_patroni(f))
     if unknown:
         parser.error(f"no safety file {', '.join(unknown)}; there are {', '.join(SAFETY)}")
     args.seeds = [int(s) for s in args.seeds.split(",")]

@@ -21,8 +21,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import zipfile
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -35,7 +37,7 @@ from checkers.cluster_state import (
 )
 from checkers.moments import KeyTaken, Rejoining, StandbyBehind
 from clusters.backend import Node
-from clusters.image import PATRONI_IMAGE
+from clusters.image import PATRONI_IMAGE, PATRONI_WHEEL, fetch_wheel
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import ClusterKind, KindOption, PlannedSwitchover, Process
 from clusters.kinds.links import Link
@@ -152,6 +154,32 @@ def patroni_config(
     return json.dumps(config, indent=2) + "\n"
 
 
+def patch_modules(folder: str) -> list[Path]:
+    """The modules of a `--patroni-patch` folder, relative to it."""
+    root = Path(folder)
+    return sorted(p.relative_to(root) for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def patch_problem(folder: str) -> str | None:
+    """What is wrong with a `--patroni-patch` folder: each module in it must stand for one of
+    the pinned Patroni's, so that a typo is refused before a cluster starts rather than copied
+    beside the package, unread."""
+    if not Path(folder).is_dir():
+        return f"must be a folder of Patroni's modules; {folder} is not a folder"
+    modules = patch_modules(folder)
+    if not modules:
+        return f"names {folder}, which holds no .py file: put the changed modules of Patroni there"
+    with zipfile.ZipFile(fetch_wheel(PATRONI_WHEEL)) as wheel:
+        known = {name.removeprefix("patroni/") for name in wheel.namelist()}
+    unknown = [str(m) for m in modules if str(m) not in known]
+    if unknown:
+        return (
+            f"holds {', '.join(unknown)}, which {PATRONI_WHEEL.requirement} has no module of: "
+            "lay the folder out as the patroni package is (ha.py, dcs/etcd3.py, …)"
+        )
+    return None
+
+
 def same_minor(a: str, b: str) -> bool:
     """Whether two versions agree in major and minor ("3.4.0", "3.4.23")."""
     return a.split(".")[:2] == b.split(".")[:2]
@@ -207,6 +235,14 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
             least=3,
         ),
         READ_FROM_OPTION,
+        KindOption(
+            "patroni_patch",
+            str,
+            "A folder of Patroni's modules laid out as its package is (ha.py, dcs/etcd3.py, …): "
+            f"each replaces {PATRONI_WHEEL.requirement}'s own on every member before Patroni "
+            "starts, to put a change of Patroni through the harness (default: none).",
+            check=patch_problem,
+        ),
     )
     collected = (pg.LOG_DIR, CONFIG)
     poll_records = (PatroniPoll, LeaderKeyPoll)
@@ -244,6 +280,8 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
             f"(image {PATRONI_IMAGE.name}, built on first use)"
         )
         self.bring_up(say, [pg.PORT, REST_PORT, ETCD_PORT], parts, PATRONI_IMAGE)
+        if self.options.get("patroni_patch"):
+            self.patch(say, self.options["patroni_patch"])
         say(f"starting the etcd ensemble on {', '.join(self.coordinators())}")
         for node in self.etcds():
             self.start_etcd(node)
@@ -271,6 +309,20 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
             # strict mode blocks every commit until Patroni names a synchronous standby
             wait_until("Patroni naming a synchronous standby", self.sync_standby, 60)
         pg.ensure_database(first)
+
+    def patch(self, say: Callable[[str], None], folder: str) -> None:
+        """The folder's modules in place of the installed ones, on every member; their compiled
+        copies go, so that Python cannot run the module it replaced."""
+        modules = patch_modules(folder)
+        say(f"replacing Patroni's {', '.join(map(str, modules))} with those of {folder}")
+        for node in self.members():
+            package = node.exec(
+                "python3 -c 'import os, patroni; print(os.path.dirname(patroni.__file__))'"
+            ).output.strip()
+            for module in modules:
+                target = Path(package) / module
+                node.put_file(str(target), (Path(folder) / module).read_bytes())
+                node.exec(f"rm -f {target.parent}/__pycache__/{target.stem}.*.pyc")
 
     @property
     def ttl(self) -> int:

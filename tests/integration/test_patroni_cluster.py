@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -34,6 +35,7 @@ from tests.integration.test_faults import cluster_of
 pytestmark = pytest.mark.docker
 
 ETCDS = ("n4", "n5", "n6")
+PATCH = Path(__file__).parents[1] / "data" / "patroni_patch"
 TTL = 9  # seconds: a failover within a test's patience (Patroni's default is 30)
 SETTLES_WITHIN = 120.0  # a liveness bound: a replica rewound or rebuilt and streaming again
 
@@ -41,10 +43,12 @@ SETTLES_WITHIN = 120.0  # a liveness bound: a replica rewound or rebuilt and str
 @pytest.fixture(scope="module")
 def patroni(docker_backend: Backend) -> Iterator[PatroniCluster]:
     """The cluster with its state on the power layer, as `--nemesis all` brings it up, and its
-    members reaching etcd through proxies, as a run with `toxic` brings it up."""
+    members reaching etcd through proxies, as a run with `toxic` brings it up; Patroni patched
+    with a version module that changes nothing but the version it says."""
     backend = DockerBackend(power=True)
     backend.proxied = True
-    yield from cluster_of(backend, PatroniCluster, {"ttl": TTL, "patroni_sync": "on"})
+    options = {"ttl": TTL, "patroni_sync": "on", "patroni_patch": str(PATCH)}
+    yield from cluster_of(backend, PatroniCluster, options)
 
 
 def writable(kind: PatroniCluster) -> list[str]:
@@ -76,6 +80,11 @@ def looks_settled(kind: PatroniCluster) -> str | None:
         for name, s in states.items()
     )
     return leader if ready else None
+
+
+def test_a_patched_module_runs_in_place_of_patronis_own(patroni: PatroniCluster) -> None:
+    said = {n.name: patroni.rest(n).get("patroni", {}).get("version") for n in patroni.members()}
+    assert said == {"n1": "4.1.6", "n2": "4.1.6", "n3": "4.1.6"}
 
 
 def test_the_poll_shows_the_key_holder_alone_taking_writes(patroni: PatroniCluster) -> None:

@@ -19,6 +19,8 @@ from mutants import (
     Mutant,
     mutants_of,
     operators,
+    options_of,
+    patch_with,
     protocol_tests,
     same_as,
     sample,
@@ -62,6 +64,20 @@ def test_the_quorum_mutant_reads_as_its_change() -> None:
     ]
     assert len(found) == 1
     assert found[0].change() == "quorum = total // 2 + 1 → quorum = total // 2 - 1"
+
+
+def test_a_mutant_of_patronis_ha_is_a_patch_the_kind_accepts(tmp_path: Path) -> None:
+    """A module of Patroni's is read from the wheel the kind pins, and its mutant is laid out as
+    `--patroni-patch` wants it, which the kind's own check of that option accepts."""
+    from clusters.kinds.patroni import patch_problem
+
+    mutant = mutants_of("patroni/ha.py", ["core/ReplaceComparisonOperator_Lt_LtE"])[0]
+    folder = patch_with(mutant, tmp_path)
+    assert [p.name for p in folder.iterdir()] == ["ha.py"]
+    assert (folder / "ha.py").read_text() == mutant.mutated()
+    assert "<=" in mutant.change().split(" → ")[1]
+    assert patch_problem(str(folder)) is None
+    assert options_of("patroni/ha.py")[:2] == ("--cluster", "patroni")
 
 
 def test_a_sample_is_seeded_and_a_larger_one_holds_the_smaller() -> None:

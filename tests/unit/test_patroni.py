@@ -42,7 +42,13 @@ def test_the_kind_is_registered_with_its_options_checked() -> None:
     kind = cluster_kind("patroni")
     assert kind is PatroniCluster
     options = kind.checked_options({})
-    assert options == {"members": 3, "patroni_sync": "off", "ttl": 30, "read_from": "primary"}
+    assert options == {
+        "members": 3,
+        "patroni_sync": "off",
+        "ttl": 30,
+        "read_from": "primary",
+        "patroni_patch": None,
+    }
     assert kind.nodes_needed(options) == 6  # three etcd servers after the members
     assert kind.coordinated  # the coordinator faults reach etcd
     assert kind.checked_options({"patroni_sync": "quorum"})["patroni_sync"] == "quorum"
@@ -54,6 +60,21 @@ def test_the_kind_is_registered_with_its_options_checked() -> None:
         raise BadInput(
             kind.isolation_refused(kind.checked_options({"read_from": "any"}), "serializable") or ""
         )
+
+
+def test_a_patch_folder_must_hold_modules_patroni_has(tmp_path: Path) -> None:
+    kind = cluster_kind("patroni")
+    with pytest.raises(BadInput, match="--patroni-patch must be a folder"):
+        kind.checked_options({"patroni_patch": str(tmp_path / "nowhere")})
+    with pytest.raises(BadInput, match=r"holds no \.py file"):
+        kind.checked_options({"patroni_patch": str(tmp_path)})
+    (tmp_path / "dcs").mkdir()
+    (tmp_path / "dcs" / "etcd3.py").write_text("")
+    (tmp_path / "ha.py").write_text("")
+    assert kind.checked_options({"patroni_patch": str(tmp_path)})["patroni_patch"] == str(tmp_path)
+    (tmp_path / "hq.py").write_text("")  # a typo would be copied beside the package, unread
+    with pytest.raises(BadInput, match=r"holds hq\.py, which patroni==4\.1\.5 has no module of"):
+        kind.checked_options({"patroni_patch": str(tmp_path)})
 
 
 def test_sync_on_and_quorum_are_patronis_strict_synchronous_modes() -> None:
