@@ -35,7 +35,11 @@ there are skipped); `--table` prints the score with its 95 % interval and a row 
     nohup .venv/bin/python bench/mutants.py [--sample 40] [--sample-seed 1] [--seeds 0,1]
         [--same-as ROWS [--survivors]]
         [--time 120] [--nemesis all] [--files walkeeper/acceptor.py,…] > mutants.log 2>&1 &
-    .venv/bin/python bench/mutants.py --table
+    .venv/bin/python bench/mutants.py --table [--rows ROWS [--beside OTHER_ROWS]]
+
+`--budget M --strategy explore|all` gives each mutant M minutes of `harness explore`, or of runs of
+`--nemesis` with fresh seeds; `--table --beside` puts two strategies' rows of one sample side by
+side.
 """
 
 from __future__ import annotations
@@ -429,6 +433,42 @@ def table(rows: list[dict[str, Any]], equivalent: dict[str, str]) -> str:
     return score(rows, equivalent) + "\n\n" + markdown(COLUMNS, shown)
 
 
+def outcome(row: dict[str, Any] | None) -> str:
+    """One strategy's cell: caught and in how many minutes, survived, or not yet run."""
+    if row is None:
+        return "not run"
+    if row["caught"] in ("survived", "cluster failed"):
+        return row["caught"]
+    return f"caught in {row.get('minutes_to_catch', '?')} min: {row.get('by', '')}"
+
+
+def side_by_side(
+    rows: list[dict[str, Any]], other: list[dict[str, Any]], equivalent: dict[str, str]
+) -> str:
+    """Two strategies on the same mutants (their rows keyed alike): a score line each, then a row
+    per mutant with each strategy's outcome, so that what the seeds' luck was worth shows."""
+    names = [rows[0].get("strategy", "first") if rows else "first",
+             other[0].get("strategy", "second") if other else "second"]  # fmt: skip
+    theirs = {r["key"]: r for r in other}
+    keys = [r["key"] for r in rows] + [r["key"] for r in other if r["key"] not in
+                                       {r["key"] for r in rows}]  # fmt: skip
+    ours = {r["key"]: r for r in rows}
+    shown = []
+    for key in keys:
+        row = ours.get(key) or theirs[key]
+        apart = set_apart(row, equivalent)
+        shown.append(row | {
+            names[0]: "equivalent: " + apart if apart else outcome(ours.get(key)),
+            names[1]: "equivalent: " + apart if apart else outcome(theirs.get(key)),
+        })  # fmt: skip
+    both = [k for k in keys if k in ours and k in theirs]
+    lines = [f"{names[0]}: {score(rows, equivalent)}", f"{names[1]}: {score(other, equivalent)}",
+             f"run under both: {len(both)}"]  # fmt: skip
+    columns = (("file", "file"), ("line", "line"), ("change", "change"),
+               (names[0], names[0]), (names[1], names[1]))  # fmt: skip
+    return "\n".join(lines) + "\n\n" + markdown(columns, shown)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sample", type=int, default=40, help="mutants in the sample")
@@ -463,9 +503,17 @@ def main() -> int:
         help="with --same-as: only the mutants that survived there and are not equivalent (a "
         "checker added can only catch more; a change of the faults needs them all)",
     )
+    parser.add_argument(
+        "--beside",
+        type=Path,
+        help="with --table: the rows of another strategy on the same mutants, in a column beside",
+    )
     rows_options(parser, "mutants", ROWS)
     args = parser.parse_args()
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    if args.table and args.beside:
+        print(side_by_side(read_rows(args.rows), read_rows(args.beside), equivalent))
+        return 0
     if args.table:
         print(table(read_rows(args.rows), equivalent))
         return 0

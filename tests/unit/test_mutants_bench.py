@@ -25,6 +25,7 @@ from mutants import (
     same_as,
     sample,
     score,
+    side_by_side,
     tree_with,
     wilson,
 )
@@ -170,3 +171,21 @@ def test_a_mutant_of_earlier_rows_is_found_again_after_its_file_changed_elsewher
     equivalent = {earlier["key"]: "why"}
     row = {"key": mutant.key, "was": earlier["key"], "caught": "survived"}
     assert score([row], equivalent).endswith("1 set apart as equivalent")
+
+
+def test_two_strategies_on_the_same_mutants_stand_side_by_side() -> None:
+    def row(key: str, strategy: str, caught: str, **more: object) -> dict[str, object]:
+        return {"key": key, "file": "f.py", "line": 1, "change": f"{key} → x",
+                "strategy": strategy, "caught": caught} | more  # fmt: skip
+
+    explore = [row("a", "explore", "run 2", minutes_to_catch=3.5, by="set lost"),
+               row("b", "explore", "survived"), row("c", "explore", "survived")]  # fmt: skip
+    every = [row("a", "all", "survived"), row("b", "all", "survived")]
+    text = side_by_side(explore, every, {"c": "the branch is never taken"})
+    assert text.splitlines()[0].startswith("explore: caught 1 of 2 mutants")
+    assert text.splitlines()[1].startswith("all: caught 0 of 2 mutants")
+    assert "run under both: 2" in text
+    line_a = next(line for line in text.splitlines() if "a → x" in line)
+    assert "caught in 3.5 min: set lost" in line_a and "survived" in line_a
+    line_c = next(line for line in text.splitlines() if "c → x" in line)
+    assert line_c.count("equivalent: the branch is never taken") == 2
