@@ -92,7 +92,6 @@ from checkers.stats import fault_windows
 from core.history import NEMESIS, Op
 from core.polls import (
     COORDINATION,
-    RECORDS,
     ClusterStatePoll,
     ComputePoll,
     LeaderKeyPoll,
@@ -1179,7 +1178,7 @@ def check(
     polls: str | None = None,
     digests: str | None = None,
     rules: Sequence[type[Rule]] = tuple(RULES.values()),
-    records: Sequence[type[Record]] = RECORDS,
+    records: Sequence[type[Record]] | None = None,
     moments: Sequence[type[moments_.Moment]] = (),
 ) -> dict[str, Any]:
     """The verdict of the kind's `rules` on a run's polls file (`polls`, whose records are

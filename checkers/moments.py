@@ -558,20 +558,3 @@ def times_reached(row: dict[str, Any]) -> int:
 def reached(table: Sequence[dict[str, Any]], name: str) -> int:
     """How often a coverage table says the moment `name` was reached (0 if it names none)."""
     return next((times_reached(row) for row in table if row["moment"] == name), 0)
-
-
-MOMENTS: dict[str, type[Moment]] = {
-    m.name: m
-    for m in (
-        LeaderChanged,
-        TermWon,
-        Takeover,
-        CatchUp,
-        Rebuild,
-        InheritedLimbo,
-        LeaseEnding,
-        StandbyBehind,
-        KeyTaken,
-        Rejoining,
-    )
-}

@@ -11,6 +11,8 @@ them.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -214,26 +216,25 @@ class ClusterStatePoll(Record, tag="cluster-state"):
     cluster_state: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-RECORDS: tuple[type[Record], ...] = (
-    ComputePoll,
-    SafekeeperPoll,
-    TarantoolPoll,
-    PeerPoll,
-    StreamingPoll,
-    PatroniPoll,
-    LeaderKeyPoll,
-    ClusterStatePoll,
-)
-AnyRecord = (
-    ComputePoll
-    | SafekeeperPoll
-    | TarantoolPoll
-    | PeerPoll
-    | StreamingPoll
-    | PatroniPoll
-    | LeaderKeyPoll
-    | ClusterStatePoll
-)
+def known_records() -> tuple[type[Record], ...]:
+    """Every record type defined so far, in the order defined: a kind's module declares its own
+    beside it, so a reader that does not know a run's kind reads those of every kind imported."""
+    found: list[type[Record]] = []
+    todo = list(Record.__subclasses__())
+    while todo:
+        record = todo.pop(0)
+        if record not in found:
+            found.append(record)
+            todo += record.__subclasses__()
+    return tuple(found)
+
+
+@functools.cache
+def _tagged(records: tuple[type[Record], ...]) -> Any:
+    """The union msgspec decodes by the `record` field into one of `records`."""
+    return functools.reduce(operator.or_, records)
+
+
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -249,7 +250,7 @@ def encode_round(round_: Round) -> bytes:
     return _ENCODER.encode(round_)
 
 
-def read_rounds(path: Path, declared: Sequence[type[Record]] = RECORDS) -> list[Round]:
+def read_rounds(path: Path, declared: Sequence[type[Record]] | None = None) -> list[Round]:
     """The rounds of a polls file. A record without its `record` field was written before
     records named their type: it is read as the first of the kind's `declared` records whose
     fields it has (a line cut off by a crash is skipped)."""
@@ -271,11 +272,12 @@ def _lines(path: Path) -> Iterator[bytes]:
                 yield line
 
 
-def record_of(entry: dict[str, Any], declared: Sequence[type[Record]] = RECORDS) -> Record:
-    """A node's entry of a polls file as its record (see `read_rounds`)."""
+def record_of(entry: dict[str, Any], declared: Sequence[type[Record]] | None = None) -> Record:
+    """A node's entry of a polls file as its record (see `read_rounds`; `declared`: the kind's
+    records, every known one when not given)."""
     if "record" in entry:
-        return msgspec.convert(entry, AnyRecord)  # type: ignore[arg-type]
-    for kind in declared:
+        return msgspec.convert(entry, _tagged(known_records()))  # type: ignore[no-any-return]
+    for kind in declared or known_records():
         try:
             return msgspec.convert(entry, kind)
         except msgspec.ValidationError:

@@ -22,7 +22,7 @@ from clusters.kinds.base import ClusterKind
 from clusters.registry import cluster_kind
 from core.contract import Contract
 from core.errors import BadInput
-from core.polls import RECORDS, Record
+from core.polls import Record, known_records
 from workloads import WORKLOADS
 from workloads.base import Workload
 
@@ -101,7 +101,7 @@ class TestPlan:
 
     @property
     def records(self) -> tuple[type[Record], ...]:
-        return self.kind.poll_records if self.kind else RECORDS
+        return self.kind.poll_records if self.kind else known_records()
 
     @property
     def rules(self) -> tuple[type[Rule], ...]:

@@ -16,7 +16,7 @@ from checkers.moments import Moment
 from checkers.operations import op_dict
 from checkers.spark.history_table import nemesis_ops
 from core.history import NEMESIS, OP_COLUMNS
-from core.polls import RECORDS, Record, read_rounds
+from core.polls import Record, read_rounds
 
 
 def check(
@@ -24,7 +24,7 @@ def check(
     polls: str | None = None,
     digests: str | None = None,
     rules: Sequence[type[cluster_state.Rule]] = tuple(cluster_state.RULES.values()),
-    records: Sequence[type[Record]] = RECORDS,
+    records: Sequence[type[Record]] | None = None,
     moments: Sequence[type[Moment]] = (),
 ) -> dict[str, Any]:
     """As `checkers.cluster_state.check`, over the operations table."""
