@@ -91,8 +91,12 @@ class KillProcess(Kill):
             where = [n.name for n in cluster.nodes if running[n.name]]
             names = [where[int(self.pick * len(where))]] if where else []
 
+        # The kind's other processes are spared, its children among them: pg_autoctl starts
+        # its Postgres as a child, which a kill of the keeper alone leaves running.
+        spare = [p for name, p in cluster.processes().items() if name != self.process]
+
         def kill(node: Node) -> list[int]:
-            pids = kill_tree(node, pattern)
+            pids = kill_tree(node, pattern, spare)
             if pids:
                 self.killed.setdefault(node.name, []).append(self.process)
             wait_gone(node, pids)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from clusters.backend import Node
@@ -38,11 +39,14 @@ def process_table(node: Node) -> list[Proc]:
     return procs
 
 
-def tree(procs: list[Proc], pattern: str) -> list[int]:
+def tree(procs: list[Proc], pattern: str, spare: Sequence[str] = ()) -> list[int]:
     """Pids of the live processes whose command line matches, and their descendants, parents
-    first."""
+    first; but none that matches a `spare` pattern, nor its descendants (a manager's Postgres,
+    its child, left running when the manager alone is killed)."""
     live = [p for p in procs if not p.state.startswith("Z")]
     regex = re.compile(pattern)
+    spared = [re.compile(s) for s in spare]
+    live = [p for p in live if not any(s.search(p.args) for s in spared)]
     found = [p.pid for p in live if regex.search(p.args)]
     seen = set(found)
     for pid in found:  # grows while it is walked: breadth first
@@ -53,7 +57,9 @@ def tree(procs: list[Proc], pattern: str) -> list[int]:
     return found
 
 
-def freeze_tree(node: Node, pattern: str, timeout: float = GONE_TIMEOUT) -> list[int]:
+def freeze_tree(
+    node: Node, pattern: str, timeout: float = GONE_TIMEOUT, spare: Sequence[str] = ()
+) -> list[int]:
     """SIGSTOP the matching processes and all their descendants, until no new child shows up
     and every one has stopped (or `timeout` passed); returns their pids, parents first. A
     stopped process forks no more, so the tree is then closed: nothing forked meanwhile
@@ -62,7 +68,7 @@ def freeze_tree(node: Node, pattern: str, timeout: float = GONE_TIMEOUT) -> list
     deadline = time.monotonic() + timeout
     while True:
         procs = process_table(node)
-        new = [p for p in tree(procs, pattern) if p not in frozen]
+        new = [p for p in tree(procs, pattern, spare) if p not in frozen]
         running = [p.pid for p in procs if p.pid in frozen and not p.state.startswith(("T", "Z"))]
         if new:
             send(node, new, "STOP")
@@ -73,14 +79,14 @@ def freeze_tree(node: Node, pattern: str, timeout: float = GONE_TIMEOUT) -> list
             time.sleep(0.01)  # a stop not yet taken effect: it may still fork once
 
 
-def kill_tree(node: Node, pattern: str) -> list[int]:
+def kill_tree(node: Node, pattern: str, spare: Sequence[str] = ()) -> list[int]:
     """SIGKILL the matching processes and all their descendants, none escaping: the tree is
     frozen first. Killing parents first is not enough: a child forked between the look and
     the kill loses its parent and, reparented, leaves the tree. Postgres's is the case that
     matters: a backend forked for a connection that way outlives its postmaster, and if it
     then waits on a lock a killed process held it waits forever, attached to the shared
     memory, and no new postmaster will start on that data directory."""
-    frozen = freeze_tree(node, pattern)
+    frozen = freeze_tree(node, pattern, spare=spare)
     if frozen:
         send(node, frozen, "KILL")
     return frozen

@@ -91,6 +91,14 @@ def test_tree_is_the_match_and_its_live_descendants_parents_first() -> None:
     assert tree(procs, "nothing like this") == []
 
 
+def test_a_spared_process_and_its_descendants_are_left_out_of_the_tree() -> None:
+    """As pg_autoctl's Postgres, a child of the keeper that a kill of the keeper alone spares:
+    here tini stands for the keeper and the postmaster for its Postgres."""
+    procs = process_table(ScriptedNode())
+    assert tree(procs, "tini") == [1, 7, 40, 60, 41, 42, 50]
+    assert tree(procs, "tini", ["/usr/lib/postgresql/15/bin/postgres"]) == [1, 7, 60]
+
+
 def test_continue_stopped_signals_only_stopped_processes() -> None:
     node = ScriptedNode()
     assert continue_stopped(node) == [42, 60]
