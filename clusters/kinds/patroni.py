@@ -42,8 +42,6 @@ from clusters.kinds import postgres as pg
 from clusters.kinds.base import ClusterKind, KindOption, PlannedSwitchover, Process
 from clusters.kinds.links import Link
 from clusters.kinds.on_node import (
-    CLOCK_FILE,
-    FAKETIME_LIB,
     ensure_clock_file,
     start_once,
     wait_until,
@@ -347,16 +345,8 @@ class PatroniCluster(StandbyReads, ClusterKind, PlannedSwitchover):
             through_proxies=self.backend.proxied,
         )
         node.put_file(CONFIG, config.encode(), owner="postgres")
-        node.exec(
-            f"mkdir -p {BIN_DIR} /var/run/postgresql && chown postgres:postgres /var/run/postgresql"
-            f" && for f in {pg.PG_BIN}/*; do ln -sf $f {BIN_DIR}/; done && rm -f {BIN_DIR}/postgres"
-        )
-        wrapper = (
-            "#!/bin/sh\n"
-            f"exec env LD_PRELOAD={FAKETIME_LIB} FAKETIME_TIMESTAMP_FILE={CLOCK_FILE} "
-            f'FAKETIME_NO_CACHE=1 {pg.PG_BIN}/postgres "$@"\n'
-        )
-        node.put_file(f"{BIN_DIR}/postgres", wrapper.encode(), mode=0o755)
+        node.exec("mkdir -p /var/run/postgresql && chown postgres:postgres /var/run/postgresql")
+        pg.faked_clock_bin(node, BIN_DIR)
         cmd = f"runuser -u postgres -- {PATRONI} {CONFIG}"
         start_once(node, f"[p]atroni {CONFIG}", cmd, f"{pg.LOG_DIR}/patroni.log")
 

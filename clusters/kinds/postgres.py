@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from clusters.backend import Node
-from clusters.kinds.on_node import ensure_clock_file, under_faketime
+from clusters.kinds.on_node import CLOCK_FILE, FAKETIME_LIB, ensure_clock_file, under_faketime
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 PGDATA = "/var/lib/harness/pgdata"
@@ -63,6 +63,23 @@ def init(node: Node, extra_conf: str = "") -> None:
     node.exec(as_postgres(f"echo \"include_dir = 'conf.d'\" >> {PGDATA}/postgresql.conf"))
     node.exec(as_postgres(f"echo 'host all all 0.0.0.0/0 trust' >> {PGDATA}/pg_hba.conf"))
     node.exec(as_postgres(f"echo 'host replication all 0.0.0.0/0 trust' >> {PGDATA}/pg_hba.conf"))
+
+
+def faked_clock_bin(node: Node, folder: str) -> None:
+    """A folder of links to Debian's Postgres binaries in which `postgres` runs under the
+    node's faked clock, for a manager that starts Postgres from a folder of its binaries
+    (Patroni's bin_dir, pg_autoctl's --pgctl): a clock fault then moves Postgres's clock and
+    not the manager's, whose own timeouts it is not meant to test through libfaketime."""
+    node.exec(
+        f"mkdir -p {folder} && for f in {PG_BIN}/*; do ln -sf $f {folder}/; done "
+        f"&& rm -f {folder}/postgres"
+    )
+    wrapper = (
+        "#!/bin/sh\n"
+        f"exec env LD_PRELOAD={FAKETIME_LIB} FAKETIME_TIMESTAMP_FILE={CLOCK_FILE} "
+        f'FAKETIME_NO_CACHE=1 {PG_BIN}/postgres "$@"\n'
+    )
+    node.put_file(f"{folder}/postgres", wrapper.encode(), mode=0o755)
 
 
 def make_dirs(node: Node) -> None:
