@@ -154,6 +154,18 @@ PATRONI_IMAGE = ImageSpec(
     wheels=(PATRONI_WHEEL,),
 )
 
+# The autofailover cluster kind's nodes: Debian's pg_auto_failover 2.0 (the monitor's extension
+# and pg_autoctl) beside Postgres; an image of its own, built on the kind's first use.
+AUTOFAILOVER_IMAGE = ImageSpec(
+    name="harness-autofailover",
+    packages=(
+        *(p for p in NODE_IMAGE.packages if p != "tarantool"),
+        "postgresql-15-auto-failover",
+        "pg-auto-failover-cli",
+    ),
+    context=NODE_IMAGE.context,
+)
+
 
 def engine_client(base_url: str | None = None) -> docker.DockerClient:
     """A client for the engine that answers, or BadInput saying how to get one.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from clusters.backend import Backend
+from clusters.kinds.autofailover import AutofailoverCluster
 from clusters.kinds.base import ClusterKind, KindOption
 from clusters.kinds.manatee import ManateeCluster
 from clusters.kinds.patroni import PatroniCluster
@@ -23,6 +24,7 @@ CLUSTER_KINDS: dict[str, type[ClusterKind]] = {
         ManateeCluster,
         StreamingCluster,
         PatroniCluster,
+        AutofailoverCluster,
     )
 }
 
