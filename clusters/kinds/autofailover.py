@@ -329,7 +329,15 @@ class AutofailoverCluster(StandbyReads, ClusterKind, PlannedSwitchover):
         ),
         READ_FROM_OPTION,
     )
-    collected = (pg.LOG_DIR,)
+    # pg_autoctl's own log; Postgres's (pg_autoctl turns its logging collector on, into the data
+    # directory's log/); and the keepers' configuration and state files
+    collected = (
+        pg.LOG_DIR,
+        f"{pg.PGDATA}/log",
+        f"{MONITOR_DATA}/log",
+        f"{AUTOCTL_HOME}/config",
+        f"{AUTOCTL_HOME}/data",
+    )
     poll_records = (KeeperPoll, MonitorPoll)
     state_rules = (DeposedAcknowledged, Timelines, QuietElections, MonitorAssigned)
     moments = (PromotionAssigned, WaitPrimary, CatchingUp, StandbyBehind)
