@@ -27,7 +27,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from run_rows import anomalies, read_rows, rows_options, run_row, table, work_through
+from run_rows import (
+    anomalies,
+    coordinators_of,
+    cut_off_acks,
+    kill_to_write,
+    read_rows,
+    rows_options,
+    run_row,
+    suite_judgment,
+    table,
+    work_through,
+)
 
 HARNESS = Path(sys.executable).parent / "harness"
 SUITE_FAULTS = "partition-halves,partition-ring,partition-one,switchover,kill-postgres,kill-patroni"
@@ -70,7 +81,6 @@ COLUMNS = (
     ("writes_per_s", "writes/s"),
     ("minutes", "run min"),
 )
-NS = 1e9
 
 
 def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -94,82 +104,6 @@ def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     return run_row(cmd, args.store, f"patroni-{config}-s{seed}", keys, read_run)
 
 
-def suite_judgment(history: list[dict[str, Any]]) -> dict[str, int | None]:
-    """What the Patroni suite's checker says of the set workload: acknowledged adds absent from
-    the final read (lost), and elements the final read has that no add attempted
-    (unexpected). None without a final read."""
-    attempted, acknowledged, final = set(), set(), None
-    for op in history:
-        if op.get("workload") != "set":
-            continue
-        if op["f"] == "add" and op["type"] == "invoke":
-            attempted.add(op["value"])
-        elif op["f"] == "add" and op["type"] == "ok":
-            acknowledged.add(op["value"])
-        elif op["f"] == "read" and op["type"] == "ok":
-            final = set(op["value"] or [])  # the last ok read is the final one
-    if final is None:
-        return {"suite_lost": None, "suite_unexpected": None}
-    return {
-        "suite_lost": len(acknowledged - final),
-        "suite_unexpected": len(final - attempted),
-    }
-
-
-def acknowledged_writes(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ok completions of operations that write (an invocation says whether it writes)."""
-    invoked: dict[Any, dict[str, Any]] = {}
-    writes = []
-    for op in history:
-        if op["type"] == "invoke":
-            invoked[op["process"]] = op
-        elif op["type"] == "ok" and (invoked.get(op["process"]) or {}).get("write"):
-            writes.append(op)
-    return writes
-
-
-def kill_to_write(history: list[dict[str, Any]]) -> float | None:
-    """The longest wait (s) from a kill that hit the node serving writes to the next
-    acknowledged write."""
-    writes = acknowledged_writes(history)
-    worst = None
-    for op in history:
-        if op.get("process") != "nemesis" or op["type"] != "info":
-            continue
-        if not str(op["f"]).startswith("start-kill") or op.get("error"):
-            continue
-        hit = set((op.get("value") or {}).get("targets") or [])
-        before = [w for w in writes if w["time"] < op["time"]]
-        if not before or before[-1].get("node") not in hit:
-            continue
-        after = next((w for w in writes if w["time"] > op["time"]), None)
-        if after is not None:
-            wait = (after["time"] - op["time"]) / NS
-            worst = wait if worst is None else max(worst, wait)
-    return None if worst is None else round(worst, 1)
-
-
-def cut_off_acks(history: list[dict[str, Any]], coordinators: set[str]) -> float | None:
-    """The longest stretch (s) over which a primary cut off from etcd alone (partition-dcs)
-    went on acknowledging writes, from the cut to its last acknowledged write before the heal."""
-    worst = None
-    cut: tuple[str, int] | None = None
-    writes = {id(op) for op in acknowledged_writes(history)}
-    for op in history:
-        if op.get("process") == "nemesis" and op["type"] == "info":
-            value = op.get("value") or {}
-            if op["f"] == "start-partition" and value.get("shape") == "primary-coordinators":
-                grudge = value.get("grudge") or {}
-                cut_off = [n for n, away in grudge.items() if n not in coordinators and away]
-                cut = (cut_off[0], op["time"]) if cut_off else None
-            elif op["f"] == "stop-partition":
-                cut = None
-        elif cut and id(op) in writes and op.get("node") == cut[0]:
-            acks = (op["time"] - cut[1]) / NS
-            worst = acks if worst is None else max(worst, acks)
-    return None if worst is None else round(worst, 1)
-
-
 def read_run(run: Path) -> dict[str, Any]:
     """What a row shows of a checked run folder."""
     results = json.loads((run / "results.json").read_text())
@@ -179,7 +113,7 @@ def read_run(run: Path) -> dict[str, Any]:
     availability = checkers.get("availability") or {}
     state = checkers.get("cluster-state") or {}
     status = json.loads((run / "nodes" / "cluster-status.json").read_text())
-    coordinators = {n for n, s in (status.get("nodes") or {}).items() if s.get("role") == "etcd"}
+    coordinators = coordinators_of(status)
     per_s = availability.get("acked_writes_per_s")
     return suite_judgment(history) | {
         "verdict": results.get("verdict"),

@@ -180,3 +180,90 @@ def until_time(text: str) -> float:
     except (ValueError, OverflowError) as e:
         raise argparse.ArgumentTypeError(f"{text!r} is no time of day HH:MM") from e
     return at if at > time.time() else at + 86400
+
+
+NS = 1e9
+
+
+def suite_judgment(history: list[dict[str, Any]]) -> dict[str, int | None]:
+    """What the Patroni suite's checker says of the set workload: acknowledged adds absent from
+    the final read (lost), and elements the final read has that no add attempted
+    (unexpected). None without a final read."""
+    attempted, acknowledged, final = set(), set(), None
+    for op in history:
+        if op.get("workload") != "set":
+            continue
+        if op["f"] == "add" and op["type"] == "invoke":
+            attempted.add(op["value"])
+        elif op["f"] == "add" and op["type"] == "ok":
+            acknowledged.add(op["value"])
+        elif op["f"] == "read" and op["type"] == "ok":
+            final = set(op["value"] or [])  # the last ok read is the final one
+    if final is None:
+        return {"suite_lost": None, "suite_unexpected": None}
+    return {
+        "suite_lost": len(acknowledged - final),
+        "suite_unexpected": len(final - attempted),
+    }
+
+
+def acknowledged_writes(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ok completions of operations that write (an invocation says whether it writes)."""
+    invoked: dict[Any, dict[str, Any]] = {}
+    writes = []
+    for op in history:
+        if op["type"] == "invoke":
+            invoked[op["process"]] = op
+        elif op["type"] == "ok" and (invoked.get(op["process"]) or {}).get("write"):
+            writes.append(op)
+    return writes
+
+
+def kill_to_write(history: list[dict[str, Any]]) -> float | None:
+    """The longest wait (s) from a kill that hit the node serving writes to the next
+    acknowledged write."""
+    writes = acknowledged_writes(history)
+    worst = None
+    for op in history:
+        if op.get("process") != "nemesis" or op["type"] != "info":
+            continue
+        if not str(op["f"]).startswith("start-kill") or op.get("error"):
+            continue
+        hit = set((op.get("value") or {}).get("targets") or [])
+        before = [w for w in writes if w["time"] < op["time"]]
+        if not before or before[-1].get("node") not in hit:
+            continue
+        after = next((w for w in writes if w["time"] > op["time"]), None)
+        if after is not None:
+            wait = (after["time"] - op["time"]) / NS
+            worst = wait if worst is None else max(worst, wait)
+    return None if worst is None else round(worst, 1)
+
+
+def cut_off_acks(history: list[dict[str, Any]], coordinators: set[str]) -> float | None:
+    """The longest stretch (s) over which a primary cut off from the coordinators alone
+    (partition-dcs: etcd, the monitor) went on acknowledging writes, from the cut to its last
+    acknowledged write before the heal."""
+    worst = None
+    cut: tuple[str, int] | None = None
+    writes = {id(op) for op in acknowledged_writes(history)}
+    for op in history:
+        if op.get("process") == "nemesis" and op["type"] == "info":
+            value = op.get("value") or {}
+            if op["f"] == "start-partition" and value.get("shape") == "primary-coordinators":
+                grudge = value.get("grudge") or {}
+                cut_off = [n for n, away in grudge.items() if n not in coordinators and away]
+                cut = (cut_off[0], op["time"]) if cut_off else None
+            elif op["f"] == "stop-partition":
+                cut = None
+        elif cut and id(op) in writes and op.get("node") == cut[0]:
+            acks = (op["time"] - cut[1]) / NS
+            worst = acks if worst is None else max(worst, acks)
+    return None if worst is None else round(worst, 1)
+
+
+def coordinators_of(status: dict[str, Any]) -> set[str]:
+    """The coordinators' nodes, as a run's final cluster status names them (etcd servers, a
+    pg_auto_failover monitor)."""
+    nodes = status.get("nodes") or {}
+    return {n for n, s in nodes.items() if s.get("role") in ("etcd", "monitor")}

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from patroni import CONFIGS, cut_off_acks, kill_to_write, suite_judgment
+from patroni import CONFIGS
+from run_rows import cut_off_acks, kill_to_write, suite_judgment
 
 import nemesis
 from clusters.kinds.patroni import PatroniCluster
