@@ -63,9 +63,6 @@ def test_a_run_is_checked_in_its_own_mode_unless_told_otherwise(tmp_path: Path) 
     result = harness("check", str(run), "--mode", "durable")
     assert result.returncode == 1, result.stdout + result.stderr
     assert checked(run) == ("durable", ["unexpected"])
-    result = harness("check", str(run), "--mode", "safekeeper")  # the old name of durable
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert checked(run) == ("durable", ["unexpected"])
 
 
 def test_an_unknown_mode_is_one_sentence(tmp_path: Path) -> None:
