@@ -65,7 +65,7 @@ CONFIGS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
         "a primary that still streams to an asynchronous priority-0 standby while cut off",
         ("--candidate-priority", "n3=0", "--replication-quorum", "n3=false"),
         "set",
-        "partition-halves,partition-bridge,partition-primary,kill-primary",
+        "partition-unpromotable,kill-primary",
     ),
     "wait-primary": (
         "two nodes: the standby lost (wait_primary, acknowledging alone), then the primary",

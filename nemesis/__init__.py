@@ -43,7 +43,13 @@ from typing import Any
 
 from checkers.moments import Moment
 from clusters.backend import Node
-from clusters.kinds.base import ClusterKind, ElectsByQuorum, OperatorFailover, PlannedSwitchover
+from clusters.kinds.base import (
+    ClusterKind,
+    ElectsByQuorum,
+    KeepsUnpromotable,
+    OperatorFailover,
+    PlannedSwitchover,
+)
 from core.endpoint import Endpoint
 from core.errors import BadInput
 from core.history import HistoryWriter
@@ -57,7 +63,7 @@ from nemesis.fault import Fault, on_nodes
 from nemesis.grudges import MIN_NODES_PRIMARIES, SHAPES
 from nemesis.kill import Kill, KillProcess
 from nemesis.packet import Packet
-from nemesis.partition import PRIMARY_COORDINATORS, REPLICATION, Partition
+from nemesis.partition import PRIMARY_COORDINATORS, REPLICATION, WITH_UNPROMOTABLE, Partition
 from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.processes import continue_stopped
@@ -131,6 +137,12 @@ PACKAGES: dict[str, Package] = {
         Package("power", 1, _targeted(Power)),
         Package("composite", MIN_NODES_PRIMARIES, _composite),
         Package("partition-replication", MIN_NODES_PRIMARIES, _partition(REPLICATION)),
+        Package(
+            "partition-unpromotable",
+            MIN_NODES_PRIMARIES,
+            _partition(WITH_UNPROMOTABLE),
+            needs=KeepsUnpromotable,
+        ),
         Package("replication-kill", MIN_NODES_PRIMARIES, _replication_kill),
         Package("aimed", AIMED_NODES, Aimed.planned, reads_kind=("moments", "power")),
         Package("partition-dcs", 2, _partition(PRIMARY_COORDINATORS), True),

@@ -9,10 +9,11 @@ itself (`getent`), so the fault needs no addresses from the backend.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from clusters.backend import Node
-from clusters.kinds.base import ClusterKind
+from clusters.kinds.base import ClusterKind, KeepsUnpromotable
 from nemesis import grudges, iptables
 from nemesis.fault import Fault, on_nodes
 from nemesis.grudges import Grudge
@@ -20,7 +21,9 @@ from nemesis.grudges import Grudge
 CHAIN = "HARNESS-PARTITION"
 PRIMARY_COORDINATORS = "primary-coordinators"
 REPLICATION = "replication"  # the leader cut off from the nodes that replicate it, nothing else
-LATE_SHAPES = ("primaries", PRIMARY_COORDINATORS, REPLICATION)  # drawn when the fault starts
+# the leader with the members never promoted nor counted for a commit, away from the rest
+WITH_UNPROMOTABLE = "primary-unpromotable"
+LATE_SHAPES = ("primaries", PRIMARY_COORDINATORS, REPLICATION, WITH_UNPROMOTABLE)
 HOOKS = ["INPUT", "OUTPUT"]
 
 
@@ -29,9 +32,11 @@ class Partition(Fault):
 
     def __init__(self, shape: str, grudge: Grudge | None) -> None:
         """`grudge` None means a shape known only at the start: `primaries` (the leader
-        isolated), `primary-coordinators` (the leader cut off from the coordinators only) or
+        isolated), `primary-coordinators` (the leader cut off from the coordinators only),
         `replication` (the leader cut off from the other members only: it keeps its
-        coordinators and its clients while its replicas fall behind)."""
+        coordinators and its clients while its replicas fall behind) or
+        `primary-unpromotable` (the leader with the members the kind never promotes nor counts
+        for a commit, away from the coordinators and every other member)."""
         self.shape = shape
         self.grudge = grudge
 
@@ -51,7 +56,8 @@ class Partition(Fault):
         grudge = self.grudge
         names = [n.name for n in nodes]
         if grudge is None:
-            grudge = late_grudge(self.shape, names, cluster.leader(), cluster.coordinators())
+            kept = cluster.unpromotable() if isinstance(cluster, KeepsUnpromotable) else []
+            grudge = late_grudge(self.shape, names, cluster.leader(), cluster.coordinators(), kept)
         on_nodes(nodes, lambda node: apply(node, grudge))
         return self.plan() | {"grudge": grudges.as_json(grudge), "mechanism": "iptables"}
 
@@ -61,9 +67,15 @@ class Partition(Fault):
 
 
 def late_grudge(
-    shape: str, names: list[str], leader: str | None, coordinators: list[str]
+    shape: str,
+    names: list[str],
+    leader: str | None,
+    coordinators: list[str],
+    unpromotable: Sequence[str] = (),
 ) -> Grudge:
     """The grudge of a shape drawn when the fault starts, from who leads then."""
+    if shape == WITH_UNPROMOTABLE and leader is not None:
+        return grudges.isolate(names, [leader, *(n for n in unpromotable if n in names)])
     if shape == PRIMARY_COORDINATORS:
         return grudges.cut_off(names, leader, coordinators)
     if shape == REPLICATION:

@@ -39,7 +39,13 @@ from checkers.moments import Moment, Roles, StandbyBehind
 from clusters.backend import Node
 from clusters.image import AUTOFAILOVER_IMAGE
 from clusters.kinds import postgres as pg
-from clusters.kinds.base import ClusterKind, KindOption, PlannedSwitchover, Process
+from clusters.kinds.base import (
+    ClusterKind,
+    KeepsUnpromotable,
+    KindOption,
+    PlannedSwitchover,
+    Process,
+)
 from clusters.kinds.on_node import (
     ensure_clock_file,
     start_once,
@@ -278,7 +284,7 @@ class CatchingUp(Moment):
         return {"catching-up": catching, "leader": [monitor.primary] if monitor.primary else []}
 
 
-class AutofailoverCluster(StandbyReads, ClusterKind, PlannedSwitchover):
+class AutofailoverCluster(StandbyReads, ClusterKind, PlannedSwitchover, KeepsUnpromotable):
     name = "autofailover"
     about = (
         "Postgres under pg_auto_failover 2.0 (a monitor and a keeper per node); its nodes' "
@@ -569,6 +575,16 @@ class AutofailoverCluster(StandbyReads, ClusterKind, PlannedSwitchover):
         done = self.monitor().exec(cmd, check=False)
         return {"leader": old, "status": done.code, "answer": done.output.strip()[-200:],
                 "new_leader": self.leader()}  # fmt: skip
+
+    def unpromotable(self) -> list[str]:
+        """The members given candidate priority 0 or no replication quorum."""
+        never = overrides(self.options.get("candidate_priority") or "")
+        uncounted = overrides(self.options.get("replication_quorum") or "")
+        return sorted(
+            n.name
+            for n in self.members()
+            if never.get(n.name) == "0" or uncounted.get(n.name) == "false"
+        )
 
     # what clients see
 

@@ -379,6 +379,21 @@ class PlannedSwitchover(ABC):
         led, what the manager answered, who leads after."""
 
 
+class KeepsUnpromotable(ABC):
+    """A kind whose members may include standbys that stream from the primary but are never
+    promoted or never counted for a commit (pg_auto_failover's candidate priority 0 and
+    replication quorum false): the primary may still see them while it has lost every one that
+    counts, which its own check for a partition reads as connected."""
+
+    offers: ClassVar[str] = (
+        "members that are never promoted or never counted for a commit (--cluster autofailover)"
+    )
+
+    @abstractmethod
+    def unpromotable(self) -> list[str]:
+        """The members that are never promoted or never counted for a commit."""
+
+
 class ElectsByQuorum:
     """A kind whose computes win terms from a quorum of safekeepers and whose polls report each
     node's term, log and role: the seeds' histories (nemesis.seed001, nemesis.seed003) place

@@ -17,7 +17,7 @@ from clusters.kinds.autofailover import AutofailoverCluster, KeeperPoll, Monitor
 from core.polls import COORDINATION
 from nemesis import grudges
 from nemesis.kill import KillProcess
-from nemesis.partition import Partition
+from nemesis.partition import WITH_UNPROMOTABLE, Partition
 from nemesis.processes import process_table, tree
 from nemesis.switchover import Switchover
 from tests.integration.conftest import eventually
@@ -33,9 +33,10 @@ SETTLES_WITHIN = 120.0  # a liveness bound: a primary and every standby in secon
 
 @pytest.fixture(scope="module")
 def autofailover(docker_backend: Backend) -> Iterator[AutofailoverCluster]:
+    """n3 never promoted (priority 0), as users keep a standby for reports or backups."""
     yield from cluster_of(docker_backend, AutofailoverCluster, {
         "members": 3, "partition_timeout": TIMEOUT, "read_from": "primary",
-        "candidate_priority": "", "replication_quorum": "", "number_sync_standbys": None,
+        "candidate_priority": "n3=0", "replication_quorum": "", "number_sync_standbys": None,
     })  # fmt: skip
 
 
@@ -94,6 +95,29 @@ def test_the_monitor_cut_off_leaves_the_clients_traffic_to_the_primary_flowing(
     finally:
         fault.stop(autofailover)
     assert eventually(lambda: settled(autofailover), "settled again", SETTLES_WITHIN) == primary
+
+
+def test_the_primary_is_cut_off_with_the_member_never_promoted(
+    autofailover: AutofailoverCluster,
+) -> None:
+    """`partition-unpromotable`: the primary keeps n3 (priority 0), which still streams from it,
+    and loses the monitor and the one standby the monitor may promote."""
+    primary = eventually(lambda: settled(autofailover), "a settled formation", SETTLES_WITHIN)
+    assert autofailover.unpromotable() == ["n3"]
+    if primary == "n3":
+        pytest.skip("n3 leads: a member of priority 0 is never promoted, so it led from the start")
+    other = next(n.name for n in autofailover.members() if n.name not in (primary, "n3"))
+    monitor = autofailover.monitor().name
+    fault = Partition(WITH_UNPROMOTABLE, None)
+    try:
+        fault.start(autofailover)
+        assert reaches(autofailover, "n3", primary, pg.PORT)
+        assert not reaches(autofailover, other, primary, pg.PORT)
+        assert not reaches(autofailover, primary, monitor, pg.PORT)
+        assert reaches(autofailover, other, monitor, pg.PORT)
+    finally:
+        fault.stop(autofailover)
+    eventually(lambda: settled(autofailover), "settled again", SETTLES_WITHIN)
 
 
 def test_a_kill_of_the_keeper_alone_leaves_its_postgres_serving(

@@ -5,6 +5,7 @@ the moments the monitor's states show."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -27,6 +28,8 @@ from clusters.registry import cluster_kind
 from core.errors import BadInput
 from core.polls import COORDINATION, Record, Round, encode_round, read_rounds
 from harness.gate import moment_names
+from nemesis import grudges
+from nemesis.partition import WITH_UNPROMOTABLE, late_grudge
 
 S = 1_000_000_000
 
@@ -68,8 +71,24 @@ def test_its_packages_kill_the_keeper_alone_and_reach_the_monitor() -> None:
     assert "kill-keeper" in names and "kill-postgres" in names
     assert "switchover" in names and "partition-dcs" in names and "kill-dcs" in names
     assert "promote" not in names  # the monitor fails over by itself
+    assert "partition-unpromotable" in names
     gated = moment_names()
     assert {"promotion-assigned", "wait-primary", "catching-up"} <= set(gated)
+
+
+def test_the_primary_is_cut_off_with_the_members_never_promoted_nor_counted() -> None:
+    names = ["n1", "n2", "n3", "n4"]
+    grudge = late_grudge(WITH_UNPROMOTABLE, names, "n1", ["n4"], ["n3"])
+    assert grudges.as_json(grudge) == {"n1": ["n2", "n4"], "n2": ["n1", "n3"],
+                                        "n3": ["n2", "n4"], "n4": ["n1", "n3"]}  # fmt: skip
+    # with none configured, the primary alone
+    assert late_grudge(WITH_UNPROMOTABLE, names, "n1", ["n4"], []) == grudges.isolate(names, ["n1"])
+    kind = AutofailoverCluster.__new__(AutofailoverCluster)
+    kind.options = {"members": 3, "candidate_priority": "n2=0", "replication_quorum": "n3=false"}
+    kind.members = lambda: [SimpleNamespace(name=f"n{i}") for i in (1, 2, 3)]  # type: ignore[method-assign]
+    assert kind.unpromotable() == ["n2", "n3"]
+    with pytest.raises(BadInput, match="partition-unpromotable needs members that are never"):
+        nemesis.validate(["partition-unpromotable"], 5, "safekeeper")
 
 
 def test_its_records_keep_their_type_through_the_polls_file(tmp_path: Path) -> None:
