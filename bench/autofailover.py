@@ -64,7 +64,13 @@ CONFIGS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
     "async-standby": (
         "a primary that still streams to an asynchronous priority-0 standby while cut off",
         ("--candidate-priority", "n3=0", "--replication-quorum", "n3=false"),
-        "set",
+        "set,append",
+        "partition-unpromotable,kill-primary",
+    ),
+    "prio0-standby": (
+        "a primary that still streams to a priority-0 quorum standby while cut off",
+        ("--candidate-priority", "n3=0"),
+        "set,append",
         "partition-unpromotable,kill-primary",
     ),
     "wait-primary": (
