@@ -77,7 +77,8 @@ ASK_TIMEOUT = 2.0  # seconds for one answer of the monitor or a member
 PRIMARY_STATES = ("single", "wait_primary", "primary", "join_primary", "apply_settings")
 HBA = "host all all 0.0.0.0/0 trust\\nhost replication all 0.0.0.0/0 trust"
 MONITOR_QUERY = """
-SELECT nodename, reportedstate::text, goalstate::text, health, reportedlsn - '0/0',
+SELECT nodename, reportedstate::text, goalstate::text, health,
+       (reportedlsn - '0/0')::bigint,
        candidatepriority, replicationquorum
   FROM pgautofailover.node WHERE formationid = %s ORDER BY nodeid
 """
