@@ -908,7 +908,8 @@ class Timelines(Rule):
                         "explanation": (
                             f"at {r.time / NS_PER_S:.1f} s {who} each took writes on timeline "
                             f"{timeline}: a promotion begins a new timeline, so one of them was "
-                            "never promoted"
+                            "never promoted, or came up as a primary without a new timeline "
+                            "(two histories under one timeline ID)"
                         ),
                     }
                 )
