@@ -297,10 +297,18 @@ def test_backends_piling_up_behind_a_stall_never_exhaust_the_connections(
     fault = isolate(cluster, n1.name)
     values = [next(VALUES) for _ in range(STALL_LIMIT + 6)]
     errors: list[BaseException] = []
+    unconnected: list[BaseException] = []
 
     def write(value: int) -> None:
+        # Every writer must get in and wait, or the backends never pile up past the limit and
+        # nothing stops them: on a loaded machine a connection can take more than a few seconds.
         try:
-            with psycopg.connect(**params(direct(n1)), autocommit=True) as conn:
+            conn = psycopg.connect(**{**params(direct(n1)), "connect_timeout": 60}, autocommit=True)
+        except BaseException as e:
+            unconnected.append(e)
+            return
+        try:
+            with conn:
                 conn.execute(f"INSERT INTO {TABLE} VALUES (%s)", (value,))
         except BaseException as e:
             errors.append(e)
@@ -309,8 +317,10 @@ def test_backends_piling_up_behind_a_stall_never_exhaust_the_connections(
     try:
         for t in threads:
             t.start()
+        deadline = time.monotonic() + 180
         for t in threads:
-            t.join(60)
+            t.join(max(0.0, deadline - time.monotonic()))
+        assert not unconnected, f"{len(unconnected)} writers never connected: {unconnected[0]}"
         assert all(not t.is_alive() for t in threads), "commits still wait past the stall limit"
         assert len(errors) == len(values), "a commit was acknowledged without a quorum"
         assert refused(n1), "the stalled compute still serves: its waiting commits may show"
