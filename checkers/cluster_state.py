@@ -1102,19 +1102,24 @@ RULES: dict[str, type[Rule]] = {rule.name: rule for rule in _declared(Rule)}
 def leaders(rounds: Iterable[Round]) -> list[dict[str, Any]]:
     """The run cut where the leading nodes or their terms change: [{"start": s, "end": s or
     None (to the end of the run), "nodes": [node], "term": the term or None, "unit": "term" or
-    "generation", what the kind calls it}]."""
+    "generation", what the kind calls it}]; where the kind's records name each node's state
+    (`Record.lane_state`), also "states": {node: state}, and the run is cut where those change
+    too, so that the lane shows what the manager had each node do."""
     stretches: list[dict[str, Any]] = []
     for r in rounds:
         who = sorted(n for n, s in r.nodes.items() if s.leads())
         terms = sorted({r.nodes[n].led_term() for n in who} - {None})
         term = terms[-1] if terms else None
         unit = next((r.nodes[n].term_unit for n in who if r.nodes[n].term_unit != "term"), "term")
+        states = {n: st for n, s in sorted(r.nodes.items()) if (st := s.lane_state()) is not None}
         t = r.time / NS_PER_S
-        if stretches and (stretches[-1]["nodes"], stretches[-1]["term"]) == (who, term):
+        last = stretches[-1] if stretches else {}
+        if (last.get("nodes"), last.get("term"), last.get("states", {})) == (who, term, states):
             continue
         if stretches:
             stretches[-1]["end"] = t
-        stretches.append({"start": t, "end": None, "nodes": who, "term": term, "unit": unit})
+        stretch = {"start": t, "end": None, "nodes": who, "term": term, "unit": unit}
+        stretches.append(stretch | ({"states": states} if states else {}))
     return stretches
 
 

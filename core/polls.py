@@ -53,6 +53,12 @@ class Record(msgspec.Struct, tag_field="record", forbid_unknown_fields=True, fro
         records (`nodes`); None when it is, or when its kind says nothing of that."""
         return None
 
+    def lane_state(self) -> str | None:
+        """The node's state as its failover manager names it (pg_auto_failover's reported and
+        goal states), which the report's leader lane shows beside who led; None where the
+        record names none."""
+        return None
+
 
 class ComputePoll(Record, tag="compute"):
     """A compute node of the safekeeper cluster: its agent's role, whether it serves clients,

@@ -145,6 +145,13 @@ class KeeperPoll(StreamingPoll, tag="autofailover"):
     reported: str | None = None
     goal: str | None = None
 
+    def lane_state(self) -> str | None:
+        if self.reported is None:
+            return None
+        if self.goal in (None, self.reported):
+            return self.reported
+        return f"{self.reported} → {self.goal}"
+
 
 class MonitorPoll(Record, tag="monitor"):
     """The monitor's table of the formation's nodes: for each, [reported state, goal state,

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 import nemesis
-from checkers.cluster_state import check
+from checkers.cluster_state import check, leaders
 from checkers.moments import occurrences
 from clusters.kinds.autofailover import (
     AutofailoverCluster,
@@ -140,6 +140,33 @@ def test_a_node_writable_past_the_failover_time_against_the_monitor_is_named(
 
 def test_a_primary_that_stopped_itself_within_the_failover_time_is_not(tmp_path: Path) -> None:
     assert check([], _rounds(tmp_path, 15, 32, 6), rules=(MonitorAssigned,))["valid"]
+
+
+def test_the_leader_lane_shows_what_the_monitor_had_each_member_do() -> None:
+    """A stretch is cut where a member's reported or goal state changes, though the same node
+    leads, and names every member's state; the monitor's own entry names none."""
+
+    def member(writable: bool, reported: str, goal: str) -> KeeperPoll:
+        return KeeperPoll(writable=writable, timeline=1, reported=reported, goal=goal)
+
+    table = monitor_record({"n1": ["primary", "primary", 1, 9, 50, True]}, 20)
+    rounds = [
+        Round(time=1 * S, nodes={"n1": member(True, "primary", "primary"),
+                                 "n2": member(False, "secondary", "secondary"),
+                                 COORDINATION: table}),
+        Round(time=2 * S, nodes={"n1": member(True, "primary", "primary"),
+                                 "n2": member(False, "secondary", "secondary")}),
+        Round(time=5 * S, nodes={"n1": member(True, "primary", "wait_primary"),
+                                 "n2": member(False, "secondary", "catchingup")}),
+        Round(time=7 * S, nodes={"n1": KeeperPoll(writable=True, timeline=1),
+                                 "n2": member(False, "catchingup", "catchingup")}),
+    ]  # fmt: skip
+    lane = leaders(rounds)
+    assert [(s["start"], s["nodes"], s.get("states")) for s in lane] == [
+        (1.0, ["n1"], {"n1": "primary", "n2": "secondary"}),
+        (5.0, ["n1"], {"n1": "primary → wait_primary", "n2": "secondary → catchingup"}),
+        (7.0, ["n1"], {"n2": "catchingup"}),  # n1's keeper did not say: no state of its own
+    ]
 
 
 def test_the_monitors_moments_name_their_roles(tmp_path: Path) -> None:
