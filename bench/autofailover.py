@@ -80,6 +80,26 @@ CONFIGS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
         "partition-one,kill-primary,composite",
     ),
     "switchover": ("planned switchovers among kills", (), "set", "switchover,kill-primary"),
+    # the same scenarios as aimed faults at the monitor's moments (CHAINS below)
+    "aimed-wait-primary": (
+        "two nodes: the standby cut off until the primary runs in wait_primary, then the primary "
+        "killed; then, if the monitor promotes, the deposed primary restarted",
+        ("--members", "2"),
+        "set,append",
+        "aimed",
+    ),
+    "aimed-promotion": (
+        "the primary cut off; the standby being promoted killed as the old primary comes back",
+        (),
+        "set,append",
+        "aimed",
+    ),
+    "aimed-catching-up": (
+        "a standby cut off and let back; the primary cut off while it catches up",
+        (),
+        "set,append",
+        "aimed",
+    ),
     # the expected control: asynchronous standbys, a failover loses what the primary acknowledged
     "loss-async": (
         "every standby asynchronous, the primary cut off and killed",
@@ -88,6 +108,23 @@ CONFIGS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
         "replication-kill",
     ),
 }
+# The aimed configurations' chains (`harness run --chains`), as `Aimed.spec` writes them. A
+# follower's cut outlasts the monitor's unhealthy timeout (20 s), so the monitor notices it.
+CHAINS: dict[str, list[dict[str, Any]]] = {
+    "aimed-wait-primary": [{
+        "moment": "wait-primary", "roles": ["leader"], "provocation": "partition",
+        "strike": "kill", "delay": 0.5, "cut": 45.0, "hold": 60.0,
+        "then": [{"moment": "promotion-assigned", "strike": "restart", "order": 0.4}],
+    }],
+    "aimed-promotion": [{
+        "moment": "promotion-assigned", "roles": ["new-leader"], "provocation": "partition",
+        "strike": "kill", "delay": 0.5, "release": True,
+    }],
+    "aimed-catching-up": [{
+        "moment": "catching-up", "roles": ["leader"], "provocation": "partition",
+        "strike": "partition", "delay": 0.2, "cut": 30.0,
+    }],
+}  # fmt: skip
 COLUMNS = (
     ("config", "config"),
     ("about", "what"),
@@ -112,6 +149,11 @@ def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "--partition-timeout", str(args.partition_timeout), "--workload", workloads,
         "--nemesis", faults, "--time", str(args.time), "--seed", str(seed), "--rate", "50",
     ]  # fmt: skip
+    if config in CHAINS:
+        chains = args.store / f"chains-{config}.json"
+        chains.parent.mkdir(parents=True, exist_ok=True)
+        chains.write_text(json.dumps(CHAINS[config]))
+        cmd += ["--chains", str(chains)]
     keys = {"config": config, "about": about, "seed": seed, "seconds": args.time}
     return run_row(cmd, args.store, f"autofailover-{config}-s{seed}", keys, read_run)
 
