@@ -24,8 +24,8 @@ from core import store
 from core.contract import LEGACY, Contract
 from core.errors import BadInput, InfraError
 from core.verdict import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERRUPTED
-from harness.config import RunConfig, split_names
-from nemesis import ALL, NONE, PACKAGES
+from harness.config import SCHEDULE, RunConfig, split_names
+from nemesis import ALL, NONE, PACKAGES, replay
 
 console = Console(stderr=False, highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -166,6 +166,14 @@ def cli() -> None:
     "from the seed. --nemesis is then aimed unless given.",
 )
 @click.option(
+    "--schedule",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="A schedule of faults to replay exactly, each at its second of the run and on the "
+    "same roles (`harness export RUN --format schedule` writes a run's), instead of drawing "
+    "them; leave --nemesis out.",
+)
+@click.option(
     "--time",
     "time_limit",
     default=60.0,
@@ -281,7 +289,7 @@ def run(**opts: Any) -> None:
 
 # what `harness explore` does not take of `harness run`'s options: it chooses the faults, and
 # runs until its budget is spent or a run is red
-NOT_EXPLORED = ("test_count", "matrix", "junit", "nemesis", "chains", "keep_cluster")
+NOT_EXPLORED = ("test_count", "matrix", "junit", "nemesis", "chains", "schedule", "keep_cluster")
 
 
 def explore_command(**opts: Any) -> None:
@@ -351,9 +359,13 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
     """The configuration of one run from the run command's options (consumed)."""
     backend, backend_opts = backend_settings(opts)
     chains = read_chains(opts.pop("chains", None))
+    schedule_file = opts.pop("schedule", None)
+    schedule = None if schedule_file is None else replay.read_schedule(Path(schedule_file))
     nemesis = split_names(str(opts["nemesis"]))
     if chains is not None and nemesis == [NONE]:
         nemesis = ["aimed"]
+    if schedule is not None and nemesis == [NONE]:
+        nemesis = [SCHEDULE]
     return RunConfig(
         cluster=str(opts["cluster"]),
         cluster_options=kind_settings(str(opts["cluster"]), opts),
@@ -362,6 +374,7 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
         workloads=split_names(str(opts["workloads"])),
         nemesis=nemesis,
         chains=chains,
+        schedule=schedule,
         nemesis_interval=opts["nemesis_interval"],  # type: ignore[arg-type]
         time_limit=float(opts["time_limit"]),  # type: ignore[arg-type]
         rate=float(opts["rate"]),  # type: ignore[arg-type]
@@ -487,25 +500,30 @@ def check(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["edn"]),
+    type=click.Choice(["edn", "schedule"]),
     default="edn",
     show_default=True,
-    help="edn: Jepsen's history format, which Elle reads.",
+    help="edn: Jepsen's history format, which Elle reads; schedule: the run's faults, each "
+    "with its times and plan, which `harness run --schedule` replays (a run folder only).",
 )
 @click.option(
     "--out",
     default=None,
     type=click.Path(path_type=Path),
-    help="Where to write it (default: history.edn in the run folder).",
+    help="Where to write it (default: history.edn, or schedule.json, in the run folder).",
 )
 def export(run: Path, fmt: str, out: Path | None) -> None:
-    """Write a run's history in another format, so that other tools can check it too."""
+    """Write a run's history in another format, so that other tools can check it too, or its
+    faults as a schedule to replay."""
     from core.history import has_partial_last_line
     from harness.edn_history import write_events
 
     history = run / store.HISTORY if run.is_dir() else run
     if not history.is_file():
         raise BadInput(f"{run} is neither a run folder nor a history file")
+    if fmt == "schedule" and not (run / store.CONFIG).is_file():
+        raise BadInput(f"{run} is no run folder with a config.json: a schedule needs the run's "
+                       "cluster, so export it from the run's folder")  # fmt: skip
     lines = history.read_text(encoding="utf-8").splitlines()
     if lines and has_partial_last_line(history):
         lines = lines[:-1]  # cut off by a crash
@@ -513,9 +531,32 @@ def export(run: Path, fmt: str, out: Path | None) -> None:
         events = [json.loads(line) for line in lines if line.strip()]
     except ValueError as e:
         raise BadInput(f"{history} is not a history of JSON lines: {e}") from e
+    if fmt == "schedule":
+        target = out or run / SCHEDULE_FILE
+        schedule = run_schedule(run, events)
+        target.write_text(json.dumps(schedule, indent=1) + "\n")
+        console.print(f"{len(schedule['faults'])} faults written to {target}")
+        return
     target = out or history.with_suffix(f".{fmt}")
     count = write_events(events, target)
     console.print(f"{count} events written to {target}")
+
+
+SCHEDULE_FILE = "schedule.json"
+
+
+def run_schedule(run: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The schedule of a run folder's faults, its nodes those its cluster had."""
+    from clusters.registry import cluster_kind
+
+    try:
+        config = json.loads((run / store.CONFIG).read_text())
+        kind = cluster_kind(config["cluster"])
+        options = kind.checked_options(config.get("cluster_options") or {})
+    except (ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"{run / store.CONFIG} does not say the run's cluster: {e!r}") from e
+    nodes = [f"n{i}" for i in range(1, kind.nodes_needed(options) + 1)]
+    return replay.schedule_of(events, kind.name, nodes, str(run))
 
 
 @cli.command()

@@ -11,6 +11,8 @@ from typing import Any
 from core.errors import BadInput
 from workloads.postgres import ISOLATION_LEVELS
 
+SCHEDULE = "schedule"  # the nemesis of a run whose faults replay a schedule (`--schedule`)
+
 
 @dataclass
 class RunConfig:
@@ -39,6 +41,9 @@ class RunConfig:
     workload_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the aimed package's faults, given rather than drawn (`--chains`, `harness explore`)
     chains: list[dict[str, Any]] | None = None
+    # a run's faults replayed instead of drawn (`--schedule`; nemesis/replay.py), nemesis
+    # then being ["schedule"]
+    schedule: dict[str, Any] | None = None
 
     def validate(self) -> None:
         """Reject impossible settings with one sentence each (exit 254)."""
@@ -72,6 +77,10 @@ class RunConfig:
             )
         if not self.workloads:
             raise BadInput("--workload needs at least one workload name")
+        if self.schedule is not None and (self.chains is not None or self.nemesis != [SCHEDULE]):
+            raise BadInput(
+                "--schedule replays a run's faults as they were: leave --nemesis and --chains out"
+            )
         if self.chains is not None and not {"aimed", "all"} & set(self.nemesis):
             raise BadInput(
                 "--chains gives the aimed package's faults: add aimed to --nemesis "

@@ -35,6 +35,7 @@ from harness.plan import TestPlan
 from harness.polls import INTERVAL as POLL_INTERVAL
 from harness.polls import PollRecorder
 from harness.progress import Progress
+from nemesis import replay
 from nemesis.base import Nemesis
 from nemesis.schedule import timescale
 from workloads import build as build_workloads
@@ -128,25 +129,30 @@ class Runner:
         self.plan = TestPlan.of_run(
             self.kind_class, cfg.cluster_options, self.workloads, cfg.max_recovery
         )
-        nemesis.validate(
-            cfg.nemesis,
-            self.kind_class.nodes_needed(self.plan.options),
-            cfg.cluster,
-            self.kind_class.coordinated,
-            self.kind_class,
-        )
+        nodes = self.kind_class.nodes_needed(self.plan.options)
+        self.replayed: list[replay.Entry] | None = None
+        if cfg.schedule is not None:  # every fault checked before anything starts
+            replaying = replay.replaying_on(self.kind_class, self.plan.options)
+            names = [f"n{i}" for i in range(1, nodes + 1)]
+            self.replayed = replay.entries(cfg.schedule, names, replaying)
+        else:
+            nemesis.validate(
+                cfg.nemesis, nodes, cfg.cluster, self.kind_class.coordinated, self.kind_class
+            )
         if cfg.chains is not None:  # checked against the kind's moments before anything starts
             nemesis.chained(cfg.chains, self.plan.moments)
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
-        if nemesis.needs_power(cfg.nemesis):
+        # the packages whose needs the backend must meet: those the schedule's faults come from
+        self.packages = cfg.nemesis if self.replayed is None else replay.packages(self.replayed)
+        if nemesis.needs_power(self.packages):
             if self.backend.offers_power:
                 self.backend.power = True
-            elif nemesis.POWER in cfg.nemesis:
+            elif nemesis.POWER in self.packages:
                 raise BadInput(
                     f"the power fault needs the power layer, which --backend {cfg.backend} does "
                     "not offer: use --backend docker"
                 )
-        self.backend.proxied = nemesis.interposes(cfg.nemesis)
+        self.backend.proxied = nemesis.interposes(self.packages)
         # the faults' interval and least length: the kind's failover time where it is longer
         # than the default's faults, so that a run's faults bring failovers about
         failover = self.kind_class.failover_s(self.plan.options)
@@ -228,12 +234,16 @@ class Runner:
         """Clients and faults for the run's time, the heal, the settle and the final reads, with
         the history open and the cluster polled; True when Ctrl-C ended it early."""
         cfg = self.cfg
-        endpoints = nemesis.interposed(cfg.nemesis, kind, kind.endpoints())
+        endpoints = nemesis.interposed(self.packages, kind, kind.endpoints())
         with contextlib.ExitStack() as stack:
             history = stack.enter_context(HistoryWriter(run_dir / store.HISTORY))
             inflight = InFlight(history)
-            faults = nemesis.build(
-                cfg.nemesis, kind, history, cfg.seed, *self.timescale, chains=cfg.chains
+            faults: Nemesis = (
+                nemesis.build(
+                    cfg.nemesis, kind, history, cfg.seed, *self.timescale, chains=cfg.chains
+                )
+                if self.replayed is None
+                else replay.ReplayNemesis(kind, history, self.replayed)
             )
             outer.callback(self._release_faults, kind, faults)  # before the teardown, whatever
             recorder = PollRecorder(kind.poll, history.now, run_dir / store.POLLS)

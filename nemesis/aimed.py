@@ -63,7 +63,7 @@ from clusters.kinds.base import ClusterKind, OperatorFailover
 from core.errors import BadInput
 from core.polls import Round
 from nemesis import grudges, seed001, seed003
-from nemesis.fault import Fault
+from nemesis.fault import Fault, Replaying
 from nemesis.grudges import Grudge
 from nemesis.kill import Kill, Restart
 from nemesis.partition import Partition
@@ -339,7 +339,15 @@ class Aimed(Fault):
             }
             | ({"cut_s": self.cut} if self.moment.provoke == "follower" else {})
             | (chain if self.then else {})
+            | {"spec": self.spec()}  # what a replay makes it again from
         )
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        if "spec" not in plan:
+            raise BadInput("the schedule's aimed fault was recorded without its spec: replay a run "
+                           "made since aimed faults record one")  # fmt: skip
+        return cls.of_spec(plan["spec"], replaying.moments)
 
     def cancel(self) -> None:
         self.cancelled.set()

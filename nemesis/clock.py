@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind
 from clusters.kinds.on_node import CLOCK_FILE
 from nemesis import targets
-from nemesis.fault import Fault, by_name, on_nodes
+from nemesis.fault import Fault, Replaying, by_name, on_nodes, planned_nodes
 from nemesis.processes import process_table, send, tree
 
 STROBE_PATH = "/var/lib/harness/nemesis/clock-strobe.sh"
@@ -69,6 +70,13 @@ class Clock(Fault):
         return cls(
             "strobe", target, picked, round(2 ** rng.uniform(7, 14)), round(2 ** rng.uniform(6, 10))
         )
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        return cls(
+            plan["mode"], plan["target"], planned_nodes(plan), int(plan["delta_ms"]),
+            int(plan.get("period_ms", 0)),
+        )  # fmt: skip
 
     def plan(self) -> dict[str, Any]:
         plan = {

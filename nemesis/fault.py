@@ -9,19 +9,45 @@ from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, Self, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind
+from core.errors import BadInput
 from nemesis import targets
+
+if TYPE_CHECKING:
+    from checkers.moments import Moment
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Replaying:
+    """What rebuilding a fault from its recorded plan needs of the run that replays it: the
+    kind's moments (an aimed fault's) and its processes (a lone kill's)."""
+
+    moments: tuple[type[Moment], ...] = ()
+    processes: tuple[str, ...] = ()
+
+
 class Fault(ABC):
     name: ClassVar[str]
+
+    @classmethod
+    def replays(cls, plan: Mapping[str, Any]) -> bool:
+        """Whether `of_plan` rebuilds this plan (as `plan` records it in the history)."""
+        return plan.get("fault") == getattr(cls, "name", None)
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        """The fault again from its `plan`, as its start's invoke recorded it: what was drawn
+        is given again, and what was known only at its start (the leader, the coordinators)
+        is resolved again when the replay starts it, so it strikes the same part."""
+        raise BadInput(f"a {plan.get('fault')} fault cannot be replayed from its plan yet")
 
     @abstractmethod
     def plan(self) -> dict[str, Any]:
@@ -56,6 +82,16 @@ class ProcessFault(Fault):
 
     def plan(self) -> dict[str, Any]:
         return {"fault": self.name, "target": self.target, "targets": self.planned}
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        return cls(plan["target"], planned_nodes(plan))
+
+
+def planned_nodes(plan: Mapping[str, Any]) -> list[str] | None:
+    """A plan's drawn targets (None where they are resolved at the start)."""
+    planned = plan.get("targets")
+    return None if planned is None else [str(n) for n in planned]
 
 
 def by_name(cluster: ClusterKind, names: list[str]) -> list[Node]:

@@ -4,12 +4,14 @@ nodes, as a crash would; at the fault's end the cluster kind starts them again."
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind
+from core.errors import BadInput
 from nemesis import targets
-from nemesis.fault import ProcessFault, by_name, on_nodes
+from nemesis.fault import Fault, ProcessFault, Replaying, by_name, on_nodes
 from nemesis.processes import kill_tree, process_table, tree, wait_gone
 
 
@@ -80,7 +82,17 @@ class KillProcess(Kill):
         return cls(process, rng.choice(("primaries", "one")), rng.random())
 
     def plan(self) -> dict[str, Any]:
-        return {"fault": self.name, "process": self.process, "target": self.target}
+        return {"fault": self.name, "process": self.process, "target": self.target,
+                "pick": self.pick}  # fmt: skip
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        if plan["process"] not in replaying.processes:
+            raise BadInput(
+                f"the schedule kills the process {plan['process']!r}, which this cluster kind "
+                f"does not run: its processes are {', '.join(replaying.processes)}"
+            )
+        return cls(plan["process"], plan["target"], float(plan.get("pick", 0.0)) % 1.0)
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         pattern = cluster.processes()[self.process]

@@ -19,14 +19,15 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind
-from core.errors import InfraError
+from core.errors import BadInput, InfraError
 from nemesis import iptables, targets
-from nemesis.fault import Fault, by_name, on_nodes
+from nemesis.fault import Fault, Replaying, by_name, on_nodes, planned_nodes
 from nemesis.processes import process_table, send, tree, wait_gone
 
 CHAIN = "HARNESS-PACKET"
@@ -75,6 +76,14 @@ class Packet(Fault):
             "targets": self.planned,
             "behaviors": self.behaviors,
         }
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        behaviors = {str(b): {str(k): float(v) for k, v in a.items()}
+                     for b, a in plan["behaviors"].items()}  # fmt: skip
+        if unknown := sorted(set(behaviors) - set(BEHAVIORS)):
+            raise BadInput(f"the schedule's packet fault names no behaviour {unknown[0]!r}")
+        return cls(plan["target"], planned_nodes(plan), behaviors)
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         names = targets.resolve(cluster, self.target, self.planned)

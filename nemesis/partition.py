@@ -9,13 +9,13 @@ itself (`getent`), so the fault needs no addresses from the backend.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from clusters.backend import Node
 from clusters.kinds.base import ClusterKind, KeepsUnpromotable
 from nemesis import grudges, iptables
-from nemesis.fault import Fault, on_nodes
+from nemesis.fault import Fault, Replaying, on_nodes
 from nemesis.grudges import Grudge
 
 CHAIN = "HARNESS-PARTITION"
@@ -50,6 +50,22 @@ class Partition(Fault):
     def plan(self) -> dict[str, Any]:
         grudge = None if self.grudge is None else grudges.as_json(self.grudge)
         return {"fault": self.name, "shape": self.shape, "grudge": grudge}
+
+    @classmethod
+    def replays(cls, plan: Mapping[str, Any]) -> bool:
+        """A partition of a grudge, or of a shape known only at its start (a seed's placed
+        history is a partition too, of a shape of its own)."""
+        if not super().replays(plan):
+            return False
+        return plan.get("grudge") is not None or plan.get("shape") in LATE_SHAPES
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        given = plan.get("grudge")
+        if given is None:
+            return cls(plan["shape"], None)
+        grudge = {str(n): frozenset(str(m) for m in heard) for n, heard in given.items()}
+        return cls(plan["shape"], grudge)
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         nodes = cluster.nodes

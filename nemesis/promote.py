@@ -12,11 +12,13 @@ whatever it acknowledged after the promotion and the new primary lacks is gone, 
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from clusters.kinds.base import ClusterKind, OperatorFailover
+from core.errors import BadInput
 from nemesis import grudges, partition
-from nemesis.fault import Fault, by_name, on_nodes
+from nemesis.fault import Fault, Replaying, by_name, on_nodes
 
 FENCES = ("stop", "isolate")
 
@@ -34,6 +36,12 @@ class Promote(Fault):
 
     def plan(self) -> dict[str, Any]:
         return {"fault": self.name, "fence": self.fence}
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        if plan["fence"] not in FENCES:
+            raise BadInput(f"the schedule's promote fault fences by {plan['fence']!r}")
+        return cls(plan["fence"])
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         if not isinstance(cluster, OperatorFailover):

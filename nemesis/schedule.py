@@ -124,46 +124,17 @@ def plan(
         yield Step(gap, made.outer, duration, inner)
 
 
-class ScheduledNemesis(Nemesis):
-    """Runs the schedule of the chosen packages; `heal` stops whatever fault is in place."""
-
-    name = "scheduled"
+class FaultsInPlace(Nemesis):
+    """Starts and stops faults, recording each action in the history, and keeps those in
+    place, which `heal` stops; what decides when is the subclass's `run`."""
 
     def __init__(
-        self,
-        cluster: ClusterKind,
-        history: HistoryWriter,
-        seed: int,
-        interval: float,
-        packages: list[Package],
-        least: float = 0.0,
+        self, cluster: ClusterKind, history: HistoryWriter, seed: int, interval: float
     ) -> None:
         super().__init__(cluster, history, seed, interval)
-        self.packages = packages
-        self.least = least  # seconds a fault lasts at least
         # Serialises the schedule's actions with a heal from another thread (the runner's).
         self._lock = threading.Lock()
         self._active: list[Fault] = []
-
-    def run(self, stop: threading.Event) -> None:
-        nodes = [n.name for n in self.cluster.nodes]
-        for step in plan(self.packages, nodes, self.seed, self.interval, self.least):
-            if stop.wait(step.gap):
-                return
-            if not self._start_at(step.fault, stop):
-                return
-            rest = step.duration
-            if step.inner is not None:
-                inner = step.inner
-                if stop.wait(inner.after) or not self._start_at(inner.fault, stop):
-                    return
-                if stop.wait(inner.duration):
-                    return
-                self._stop_at(inner.fault)
-                rest -= inner.after + inner.duration
-            if stop.wait(rest):
-                return  # the runner's heal stops it
-            self._stop_at(step.fault)
 
     def _start_at(self, fault: Fault, stop: threading.Event) -> bool:
         """Start `fault` unless the run is ending; whether it started."""
@@ -220,3 +191,42 @@ class ScheduledNemesis(Nemesis):
             # The history is closed: the runner heals after a failed run, and the fault must
             # be undone all the same.
             log.warning("history closed; not recorded: %s %s %s", type_, f, value)
+
+
+class ScheduledNemesis(FaultsInPlace):
+    """Runs the schedule of the chosen packages; `heal` stops whatever fault is in place."""
+
+    name = "scheduled"
+
+    def __init__(
+        self,
+        cluster: ClusterKind,
+        history: HistoryWriter,
+        seed: int,
+        interval: float,
+        packages: list[Package],
+        least: float = 0.0,
+    ) -> None:
+        super().__init__(cluster, history, seed, interval)
+        self.packages = packages
+        self.least = least  # seconds a fault lasts at least
+
+    def run(self, stop: threading.Event) -> None:
+        nodes = [n.name for n in self.cluster.nodes]
+        for step in plan(self.packages, nodes, self.seed, self.interval, self.least):
+            if stop.wait(step.gap):
+                return
+            if not self._start_at(step.fault, stop):
+                return
+            rest = step.duration
+            if step.inner is not None:
+                inner = step.inner
+                if stop.wait(inner.after) or not self._start_at(inner.fault, stop):
+                    return
+                if stop.wait(inner.duration):
+                    return
+                self._stop_at(inner.fault)
+                rest -= inner.after + inner.duration
+            if stop.wait(rest):
+                return  # the runner's heal stops it
+            self._stop_at(step.fault)

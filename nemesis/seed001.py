@@ -51,12 +51,15 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from clusters.kinds.base import ClusterKind, SwitchesWal
+from core.errors import BadInput
 from core.polls import ComputePoll
 from nemesis import grudges
+from nemesis.fault import Fault, Replaying
 from nemesis.grudges import Grudge
 from nemesis.kill import Kill
 from nemesis.seed003 import (
@@ -225,6 +228,12 @@ class Seed001(PlacedHistory):
 
     def plan(self) -> dict[str, Any]:
         return super().plan() | {"tail": self.tail}
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        if plan.get("tail", "serving") not in TAILS:
+            raise BadInput(f"the schedule's seed 001 history has no tail {plan['tail']!r}")
+        return cls([int(i) for i in plan["order"]], plan.get("tail", "serving"))
 
     def run(self, placing: Placing, polled: Poll) -> dict[str, Any]:
         cluster, c, at, value = placing.cluster, placing.parts, placing.at, placing.value

@@ -35,14 +35,14 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from clusters.kinds.base import ClusterKind
 from core.polls import ComputePoll, Record, SafekeeperPoll
 from nemesis import grudges, partition
-from nemesis.fault import Fault, on_nodes
+from nemesis.fault import Fault, Replaying, on_nodes
 from nemesis.grudges import Grudge
 
 log = logging.getLogger(__name__)
@@ -218,6 +218,14 @@ class PlacedHistory(Fault):
 
     def plan(self) -> dict[str, Any]:
         return {"fault": self.name, "shape": self.shape, "order": self.order}
+
+    @classmethod
+    def replays(cls, plan: Mapping[str, Any]) -> bool:
+        return super().replays(plan) and plan.get("shape") == getattr(cls, "shape", None)
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        return cls([int(i) for i in plan["order"]])
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         placing = Placing(cluster, None, self.plan() | {"mechanism": "iptables", "phases": []})

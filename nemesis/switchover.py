@@ -8,10 +8,11 @@ nothing (the cluster is whole); the next switchover or failover moves the primar
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 from clusters.kinds.base import ClusterKind, PlannedSwitchover
-from nemesis.fault import Fault
+from nemesis.fault import Fault, Replaying
 
 
 class Switchover(Fault):
@@ -23,6 +24,10 @@ class Switchover(Fault):
 
     def plan(self) -> dict[str, Any]:
         return {"fault": self.name}
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        return cls()
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         if not isinstance(cluster, PlannedSwitchover):

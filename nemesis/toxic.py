@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
@@ -32,9 +32,9 @@ from clusters.backend import Node
 from clusters.kinds.base import ClusterKind
 from clusters.kinds.links import CLIENT, of_link, start_on
 from core.endpoint import Endpoint
-from core.errors import InfraError
+from core.errors import BadInput, InfraError
 from nemesis import targets
-from nemesis.fault import Fault, by_name, on_nodes
+from nemesis.fault import Fault, Replaying, by_name, on_nodes, planned_nodes
 
 TOXICS: dict[str, dict[str, int]] = {
     "latency": {"latency": 200, "jitter": 50},
@@ -91,6 +91,14 @@ class ToxicFault(Fault):
             "attributes": self.attributes,
             "link": self.link,
         }
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        if plan["toxic"] not in TOXICS:
+            raise BadInput(f"the schedule's toxic fault names no toxic {plan['toxic']!r}")
+        attributes = {str(k): int(v) for k, v in plan["attributes"].items()}
+        return cls(plan["target"], planned_nodes(plan), plan["toxic"], plan["stream"],
+                   attributes, plan.get("link", CLIENT))  # fmt: skip
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         names = targets.resolve(cluster, self.target, self.planned)

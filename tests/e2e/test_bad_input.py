@@ -173,3 +173,23 @@ def test_explore_and_chains_refuse_what_they_cannot_run(tmp_path: Path, store: P
         harness("run", "--nemesis-interval", "0")
     )
     assert not store.exists()
+
+
+def test_a_schedule_that_cannot_be_replayed_is_refused(tmp_path: Path, store: Path) -> None:
+    schedule = tmp_path / "schedule.json"
+    kill = {"fault": "kill", "target": "one", "targets": ["n9"]}
+    doc = {"format": "harness-schedule", "version": 1, "cluster": "safekeeper",
+           "faults": [{"start_s": 1.0, "stop_s": 5.0, "plan": kill}]}  # fmt: skip
+    schedule.write_text(json.dumps(doc))
+    text = assert_one_sentence(harness("run", "--schedule", str(schedule), "--store", str(store)))
+    assert "names n9, which this cluster does not have" in text
+    both = harness("run", "--schedule", str(schedule), "--nemesis", "kill", "--store", str(store))
+    assert "leave --nemesis and --chains out" in assert_one_sentence(both)
+    schedule.write_text(json.dumps(doc | {"version": 2}))
+    assert "reads version 1" in assert_one_sentence(harness("run", "--schedule", str(schedule)))
+    ran = tmp_path / "elsewhere" / "t" / "20261201T000000"
+    ran.mkdir(parents=True)
+    (ran / "history.jsonl").write_text("")
+    said = assert_one_sentence(harness("export", str(ran), "--format", "schedule"))
+    assert "no run folder with a config.json" in said
+    assert not store.exists()
