@@ -415,6 +415,47 @@ cli.add_command(
 
 
 @cli.command()
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option(
+    "--keep",
+    multiple=True,
+    help="An anomaly type to keep (`lost`, or `set:lost`; repeatable; default: every type "
+    "the run showed).",
+)
+@click.option(
+    "--repeats",
+    default=3,
+    show_default=True,
+    help="Runs of a candidate at most; it is kept when one of them shows a kept anomaly.",
+)
+@click.option(
+    "--confirm",
+    default=5,
+    show_default=True,
+    help="Runs of the minimal command at the end, for its reproduction rate.",
+)
+@click.option(
+    "--budget",
+    default=120.0,
+    show_default=True,
+    help="Minutes to search: then the smallest found so far is the answer.",
+)
+def shrink(run: Path, keep: tuple[str, ...], repeats: int, confirm: int, budget: float) -> None:
+    """Cut a red run down to the shortest command that still shows its anomaly: its faults
+    replayed (--schedule) and delta-debugged to the fewest, moved earlier, --time cut, then fewer
+    workers and a lower rate, each candidate run up to --repeats times; then --confirm runs of
+    the minimal command give its reproduction rate.
+
+    Writes <store>/shrink/<test>-<run>/: schedule.json, command.txt (the one-line command),
+    shrink.json and report.html (the original and the minimal side by side), kept as it goes, so
+    Ctrl-C or a spent budget leaves what was found. Exit: 0 the minimal command showed the
+    anomaly again, 2 it did not, 130 interrupted."""
+    from harness.shrink import shrink_run
+
+    sys.exit(shrink_run(run, keep, repeats, confirm, budget, explored_run, console.print))
+
+
+@cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--workload",

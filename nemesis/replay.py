@@ -53,6 +53,9 @@ class Entry:
     def as_json(self) -> dict[str, Any]:
         return {"start_s": self.start_s, "stop_s": self.stop_s, "plan": self.plan}
 
+    def __hash__(self) -> int:  # a plan is a dict: hashed by its JSON
+        return hash((self.start_s, self.stop_s, json.dumps(self.plan, sort_keys=True)))
+
 
 def schedule_of(
     events: Iterable[Mapping[str, Any]], cluster: str, nodes: Sequence[str], source: str = ""
