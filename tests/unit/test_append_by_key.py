@@ -82,9 +82,10 @@ def partition_bytes(spark: SparkSession, size: int) -> Iterator[None]:
             spark.conf.set(name, value)
 
 
-def generated(seed: int) -> list[Txn]:
-    """A workload-like history over two nodes, one read perturbed (so with cases to find)."""
-    return perturbed(generate(600, 6, WorkloadOptions(), seed, 0.05, 0.05, True, nodes=2), seed)
+def generated(seed: int, count: int = 600) -> list[Txn]:
+    """A workload-like history of `count` transactions over two nodes, one read perturbed (so
+    with cases to find)."""
+    return perturbed(generate(count, 6, WorkloadOptions(), seed, 0.05, 0.05, True, nodes=2), seed)
 
 
 def test_a_generated_history_gets_the_same_pass_from_its_table_by_key(
@@ -225,7 +226,7 @@ def test_a_key_split_between_partitions_is_caught_and_the_pass_shuffles(
     """Should a key's rows reach two partitions after all (row groups cut inside keys here),
     the pass sees a key analysed twice and analyses the table again, shuffled by key."""
     path = tmp_path / "history.jsonl"
-    write_history(generated(4), path)
+    write_history(generated(4, 150), path)  # each of its hundreds of partitions is a task
     ops, by_key = stored(spark, path, tmp_path)
     assert by_key is not None
     cut = tmp_path / "cut.parquet"
