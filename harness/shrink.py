@@ -6,8 +6,9 @@ A candidate is the run's configuration with a schedule of faults replayed exactl
 when one of `repeats` runs of it has an anomaly of a kept type (clusters are not deterministic:
 one run in three may be all a real bug gives). From the original, in turn:
 
-1. the faults that began before the first kept anomaly's last operation, alone (a cheap first
-   cut: what came after the evidence rarely made it);
+1. the faults that began before the first kept anomaly's last operation, alone, and `--time`
+   cut to just after them and it (a cheap first cut: what came after the evidence rarely made
+   it, and every later try is then short);
 2. delta debugging over the faults (Zeller's ddmin): halves, then quarters and so on, and each
    complement, keeping whatever still shows the anomaly, down to a schedule from which no single
    fault can be dropped;
@@ -104,8 +105,10 @@ class Search:
         try:
             if evidence_s is not None:
                 early = tuple(f for f in original.faults if f.start_s <= evidence_s)
-                if 0 < len(early) < len(original.faults):
-                    self._keep(dataclasses.replace(original, faults=early))
+                seconds = max(cut_time(early, original), round(evidence_s + TAIL_S, 1))
+                self._keep(dataclasses.replace(
+                    original, faults=early, time_limit=min(original.time_limit, seconds)
+                ))  # fmt: skip
             base = self.best
             ddmin(
                 list(base.faults),
