@@ -132,9 +132,13 @@ class DockerBackend(Backend):
         base_url: str | None = None,
         console: Console | None = None,
         power: bool = False,
+        state_volume: bool = True,
     ) -> None:
         # Checked now so that an absent engine is a clear BadInput before any work starts.
         self.client = engine_client(base_url)
+        # Each node's state on a volume of its own (below); off for containers that stand for
+        # hosts of another backend, on which /var/lib/harness is the harness's to make.
+        self.state_volume = state_volume
         self._spec = image_spec
         self._console = console
         self.power = power
@@ -181,7 +185,9 @@ class DockerBackend(Backend):
                             # Postgres's writes and fsyncs then skip the image's layered one
                             # (fuse-overlayfs on some engines, where they cost twice Postgres's
                             # own CPU). Removed with the container.
-                            "mounts": [Mount(target=power.NODE_DIR, source=None, type="volume")],
+                            "mounts": [Mount(target=power.NODE_DIR, source=None, type="volume")]
+                            if self.state_volume
+                            else [],
                         }
                     )
                     container = self.client.containers.create(

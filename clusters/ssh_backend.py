@@ -601,5 +601,7 @@ def _release(conn: _Connection) -> None:
     conn.run_checked(
         "for f in /dev/shm/faketime_shm_* /dev/shm/sem.faketime_sem_*; do "
         '[ -e "$f" ] || continue; [ -d "/proc/${f##*_}" ] || rm -f -- "$f"; done; '
-        f"rm -rf -- {LOG_DIR} {HARNESS_DIR}"
+        # a state folder that is a mount (a disk of its own) is emptied, and stays
+        f"rm -rf -- {LOG_DIR}; if [ -d {HARNESS_DIR} ]; then "
+        f"find {HARNESS_DIR} -mindepth 1 -delete; rmdir {HARNESS_DIR} 2>/dev/null; fi; true"
     )

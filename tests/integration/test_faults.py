@@ -692,6 +692,13 @@ def test_heal_nodes_removes_every_trace_and_is_idempotent(
 # --- the schedule, end to end --------------------------------------------------------------
 
 
+def started_kinds(path: Path) -> set[str]:
+    """The kinds of fault whose start the history holds so far."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    events = [json.loads(line) for line in lines if line.endswith("}")]
+    return {e["value"]["fault"] for e in events if e["f"].startswith("start-")}
+
+
 def test_a_schedule_of_kill_pause_clock_on_single_records_windows_and_heals(
     db: SingleCluster, tmp_path: Path
 ) -> None:
@@ -701,7 +708,11 @@ def test_a_schedule_of_kill_pause_clock_on_single_records_windows_and_heals(
         stop = threading.Event()
         thread = threading.Thread(target=nemesis.run, args=(stop,))
         thread.start()
-        time.sleep(6)
+        # until two kinds of fault have come (a kill's restart may take seconds on a loaded
+        # machine, so a fixed wait sometimes saw one)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and len(started_kinds(path)) < 2:
+            time.sleep(0.5)
         stop.set()
         thread.join(timeout=60)
         nemesis.heal()
