@@ -205,8 +205,11 @@ def closed_up(faults: Sequence[Entry]) -> tuple[Entry, ...]:
 
 
 def cut_time(faults: Sequence[Entry], best: Candidate) -> float:
-    """--time just past the last fault's end (a fault the heal ends keeps the time it had)."""
-    if not faults or any(f.stop_s is None for f in faults):
+    """--time just past the last fault's end (a fault the heal ends keeps the time it had; no
+    fault, TAIL_S alone)."""
+    if not faults:
+        return TAIL_S
+    if any(f.stop_s is None for f in faults):
         return best.time_limit
     return min(best.time_limit, round(max(f.stop_s or 0.0 for f in faults) + TAIL_S, 1))
 

@@ -103,6 +103,13 @@ def test_the_search_keeps_the_faults_that_matter_early_short_and_light() -> None
     assert search.tried == len(search.seen) < 60
 
 
+def test_evidence_before_every_fault_tries_none_for_just_past_it_first() -> None:
+    tried: list[Candidate] = []
+    original = Candidate(tuple(FAULTS[:3]), 600.0, 10, 100.0)
+    Search(lambda c: tried.append(c) or False, budget_s=3600).run(original, evidence_s=4.0)
+    assert (tried[0].faults, tried[0].time_limit) == ((), 4.0 + TAIL_S)
+
+
 def test_a_spent_budget_leaves_the_smallest_found_so_far() -> None:
     ticks = itertools.count()
     original = Candidate(tuple(FAULTS), 600.0, 10, 100.0)
