@@ -111,9 +111,10 @@ def _find_in(
     g: Graph, members: set[int], spec: Spec, deadline: float
 ) -> list[tuple[int, int, int]] | None:
     starts = sorted(members)
-    if spec.rw in ("nonadjacent", "adjacent", "one"):
-        # a cycle with rw edges can be rotated to begin with one: start only where one leaves
-        starts = [a for a in starts if any(k & RW and b in members for b, k in g.out[a].items())]
+    if spec.rw == "one":
+        starts = sorted(_one_rw_starts(g, members, spec, deadline))
+    elif spec.rw in ("nonadjacent", "adjacent"):
+        starts = sorted(_many_rw_starts(g, members, spec))
     steps = 0
     for s in starts:
         found = _bfs(g, members, spec, s)
@@ -128,6 +129,117 @@ def _find_in(
         if time.monotonic() > deadline:
             raise Timeout
     return None
+
+
+KINDS = (WW, WR, RW, PROCESS, REALTIME)
+
+
+def _bits(needs: tuple[int, ...], kind: int) -> int:
+    """Which of a spec's needed groups an edge of `kind` meets."""
+    return sum(1 << i for i, group in enumerate(needs) if kind & group)
+
+
+def _spec_edges(g: Graph, ids: list[int], node: dict[int, int], spec: Spec):
+    """Each (from, to, kind) among `ids` (numbered by `node`) of a kind the spec allows."""
+    for a in ids:
+        for b, mask in g.out[a].items():
+            if b in node:
+                for kind in KINDS:
+                    if mask & kind & spec.allowed:
+                        yield a, b, kind
+
+
+def _one_rw_starts(g: Graph, members: set[int], spec: Spec, deadline: float) -> set[int]:
+    """The tails of the rw edges whose head leads back to their tail by the spec's other edges,
+    meeting every needed kind on the way: a cycle with one rw edge can only begin at one of them
+    (rotated to begin with its rw edge), so the search from any other vertex would walk the whole
+    component to find nothing, which on a large component (a split brain's thousands of
+    transactions) is what ran out of time.
+
+    Walks, not simple paths, so this keeps every start the search can succeed from and maybe a
+    few it cannot. Reachability is over the graph layered by which needs are met (an edge moves
+    up a layer when it meets one), condensed, with each component's reachable targets as a
+    bitset, filled in reverse topological order."""
+    needs = spec.needs
+    layers = 1 << len(needs)
+    full = layers - 1
+    ids = sorted(members)
+    node = {t: i for i, t in enumerate(ids)}
+    edges: list[tuple[int, int]] = []
+    rws: list[tuple[int, int]] = []  # (tail, head) of each rw edge
+    for a, b, kind in _spec_edges(g, ids, node, spec):
+        if kind == RW:
+            rws.append((a, b))
+            continue
+        up = _bits(needs, kind)
+        for m in range(layers):
+            edges.append((node[a] * layers + m, node[b] * layers + (m | up)))
+    if not rws:
+        return set()
+    dg = rx.PyDiGraph(multigraph=False)
+    dg.add_nodes_from(range(len(ids) * layers))
+    dg.add_edges_from_no_data(edges)
+    dag = rx.condensation(dg)
+    comp = [0] * (len(ids) * layers)
+    for c in dag.node_indices():
+        for layered in dag[c]:
+            comp[layered] = c
+    at = _bits(needs, RW)
+    queries = [(a, comp[node[b] * layers + at], comp[node[a] * layers + full]) for a, b in rws]
+    bit = {target: i for i, target in enumerate(sorted({t for _, _, t in queries}))}
+    reach = [0] * len(dag)
+    for done, c in enumerate(reversed(list(rx.topological_sort(dag)))):
+        if done % 1024 == 0 and time.monotonic() > deadline:
+            raise Timeout
+        r = 1 << bit[c] if c in bit else 0
+        for succ in dag.successor_indices(c):
+            r |= reach[succ]
+        reach[c] = r
+    return {a for a, source, target in queries if reach[source] >> bit[target] & 1}
+
+
+def _many_rw_starts(g: Graph, members: set[int], spec: Spec) -> set[int]:
+    """The tails of the rw edges that can begin a cycle of two or more rw edges: a cycle's edges,
+    each paired with whether the edge before it was rw, lie in one strongly connected component
+    of the graph so paired (for `nonadjacent`, where no rw edge follows an rw edge), and that
+    component holds two distinct rw edges, an edge of every needed kind, and (for `adjacent`)
+    an rw edge after an rw edge. Any other start is one the search would walk from in vain."""
+    needs = spec.needs
+    ids = sorted(members)
+    node = {t: i for i, t in enumerate(ids)}
+    edges: list[tuple[int, int, tuple[int, int, int, bool]]] = []
+    for a, b, kind in _spec_edges(g, ids, node, spec):
+        for last in (0, 1):
+            if kind == RW and last and spec.rw == "nonadjacent":
+                continue
+            head = node[b] * 2 + (kind == RW)
+            edges.append((node[a] * 2 + last, head, (a, b, kind, bool(last))))
+    dg = rx.PyDiGraph()
+    dg.add_nodes_from(range(len(ids) * 2))
+    comp = [-1] * (len(ids) * 2)
+    dg.add_edges_from([(x, y, None) for x, y, _ in edges])
+    for number, c in enumerate(rx.strongly_connected_components(dg)):
+        for q in c:
+            comp[q] = number
+    rw_edges: dict[int, set[tuple[int, int]]] = {}
+    met: dict[int, int] = {}
+    after_rw: set[int] = set()
+    for x, y, (a, b, kind, last) in edges:
+        c = comp[x]
+        if c != comp[y]:
+            continue
+        met[c] = met.get(c, 0) | _bits(needs, kind)
+        if kind == RW:
+            rw_edges.setdefault(c, set()).add((a, b))
+            if last:
+                after_rw.add(c)
+    full = (1 << len(needs)) - 1
+    good = {
+        c
+        for c, rw in rw_edges.items()
+        if len(rw) >= 2 and met[c] == full and (spec.rw != "adjacent" or c in after_rw)
+    }
+    return {a for c in good for a, _ in rw_edges[c]}
 
 
 def _bfs(g: Graph, members: set[int], spec: Spec, s: int):
@@ -148,7 +260,7 @@ def _bfs(g: Graph, members: set[int], spec: Spec, s: int):
         for b, mask in g.out[v].items():
             if b not in members:
                 continue
-            for kind in (WW, WR, RW, PROCESS, REALTIME):
+            for kind in KINDS:
                 if not mask & kind & spec.allowed:
                     continue
                 first = v == s and n == 0 and state == start
