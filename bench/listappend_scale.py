@@ -1,4 +1,5 @@
-"""How the list-append checker scales: synthetic valid histories of 10k, 100k and 1M transactions.
+"""How the list-append checker scales: synthetic valid histories of 10k, 100k and 1M transactions
+(or, with `--primaries`, a split brain's, which must be found invalid and decided).
 
 The histories look like the append workload's: its own generator (workloads/append.py: a small
 rotating key space, 1–4 micro-operations per transaction, a key retires after 32 appends) drives
@@ -23,7 +24,7 @@ average as it began (a shared machine's other work shows up in the wall time).
 
     .venv/bin/python bench/listappend_scale.py [--sizes 10k,100k,1M] [--model serializable]
         [--strict] [--repeat 1] [--timeout 600] [--profile 100k] [--tracemalloc] [--spark]
-        [--nodes 1]
+        [--nodes 1] [--primaries 2 --nodes 2 --fork 0.5]
 """
 
 from __future__ import annotations
@@ -99,16 +100,23 @@ def generate(
     info_rate: float,
     final_read: bool,
     nodes: int = 0,
+    primaries: int = 1,
+    fork: float = 0.5,
 ) -> list[Txn]:
     """`n` client transactions (plus the final read) from `concurrency` overlapping processes,
     each bound to one of `nodes` nodes (n1, n2, …) as a run's clients are, or to none.
+
+    With `primaries` above 1 the history is a split brain: once `fork` of the transactions have
+    begun, each of that many primaries goes on from a copy of the store, and a node's clients
+    see only their own primary's (node i writes to primary i mod `primaries`), as two members
+    that both took writes would. The final read sees the first primary's.
 
     An event simulation in ns: a process invokes, its transaction takes effect 0.3–2 ms later
     (all effects in time order, so serially), it completes 0.1–1 ms after that and invokes again
     within 0.2 ms. Indices are given in time order, as the history writer does."""
     rng = random.Random(seed)
     workload = Append(options)
-    store: dict[Any, list[Any]] = {}
+    stores: list[dict[Any, list[Any]]] = [{}]
     process = list(range(concurrency))
     pending: list[list[Any]] = [[] for _ in range(concurrency)]
     heap: list[tuple[int, int, int, int]] = []
@@ -129,6 +137,9 @@ def generate(
             heapq.heappush(heap, (now + rng.randint(300 * US, 2000 * US), next(seq), slot, APPLY))
         elif phase == APPLY:
             value = pending[slot][2]
+            if len(stores) < primaries and started >= fork * n:
+                stores += [{k: list(v) for k, v in stores[0].items()} for _ in range(1, primaries)]
+            store = stores[(slot % max(nodes, 1)) % len(stores)]
             u = rng.random()
             if u < fail_rate:
                 outcome, result = "fail", value
@@ -154,7 +165,7 @@ def generate(
     if final_read:
         for _, value in workload.final_ops():
             start = now + 1000 * US
-            result = execute(store, value)
+            result = execute(stores[0], value)
             now = start + 1000 * US
             node = "n1" if nodes else None
             txns.append(
@@ -490,6 +501,15 @@ def main() -> None:
     parser.add_argument(
         "--nodes", type=int, default=1, help="nodes the clients are bound to (0: none recorded)"
     )
+    parser.add_argument(
+        "--primaries",
+        type=int,
+        default=1,
+        help="above 1, a split brain: the nodes write to this many primaries after --fork",
+    )
+    parser.add_argument(
+        "--fork", type=float, default=0.5, help="the share of the history before the split"
+    )
     parser.add_argument("--keys", type=int, default=WorkloadOptions.key_count)
     parser.add_argument("--max-writes", type=int, default=WorkloadOptions.max_writes_per_key)
     parser.add_argument("--max-txn-length", type=int, default=WorkloadOptions.max_txn_length)
@@ -542,6 +562,8 @@ def main() -> None:
             args.info_rate,
             not args.no_final_read,
             args.nodes,
+            args.primaries,
+            args.fork,
         )
         gen = time.perf_counter() - g0
         counts = {k: sum(1 for t in txns if t.type == k) for k in ("ok", "fail", "info")}
