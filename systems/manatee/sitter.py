@@ -48,6 +48,8 @@ class Sitter:
     def run(self) -> None:
         self.zk.zk.add_listener(self._session)
         self.zk.join()
+        if self.stop_on_loss:
+            threading.Thread(target=self._watch, name="session-watch", daemon=True).start()
         while not self.stopped.wait(PERIOD):
             try:
                 self.step()
@@ -60,10 +62,19 @@ class Sitter:
         down = self.suspended is not None and time.monotonic() - self.suspended >= self.zk.timeout
         return self.lost.is_set() or down
 
+    def _watch(self) -> None:
+        """Apart from the step loop: a step that called ZooKeeper just before the link went down
+        waits for the reconnection, which a cut link never brings, and the expiry it would have
+        noticed is then never acted on."""
+        while not self.stopped.wait(PERIOD):
+            try:
+                if self.session_gone() and self.pg.running():
+                    self._say("ZooKeeper session lost: stopping Postgres (--stop-on-session-loss)")
+                    self.pg.stop()
+            except Exception as e:  # Postgres between states: look again next period
+                self._say(f"session watch failed, retrying: {type(e).__name__}: {e}")
+
     def step(self) -> None:
-        if self.stop_on_loss and self.session_gone() and self.pg.running():
-            self._say("ZooKeeper session lost: stopping Postgres (--stop-on-session-loss)")
-            self.pg.stop()
         if not self.zk.zk.connected:
             return
         if not self.zk.zk.exists(self.zk.node or "/-"):
