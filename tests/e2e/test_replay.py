@@ -20,13 +20,14 @@ SCHEDULE = [(2.0, 8.0), (15.0, 20.0)]  # the primary killed twice, a failover be
 
 
 def leader_before(rounds: list, time_ns: int) -> str | None:
-    """The node the last poll before `time_ns` saw serving."""
+    """The node the last poll before `time_ns` saw elected in the highest term: the nemesis's
+    primary is the elected proxy, which on a loaded machine may not serve yet."""
     seen = None
     for r in rounds:
         if r.time > time_ns:
             break
-        serving = [n for n, s in r.nodes.items() if s.leads()]
-        seen = serving[0] if len(serving) == 1 else seen
+        terms = {n: t for n, s in r.nodes.items() if (t := s.led_term()) is not None}
+        seen = max(terms, key=terms.__getitem__) if terms else seen
     return seen
 
 
