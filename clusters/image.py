@@ -166,6 +166,17 @@ AUTOFAILOVER_IMAGE = ImageSpec(
     context=NODE_IMAGE.context,
 )
 
+# The repmgr cluster kind's nodes: Debian's repmgr 5.3 (repmgr and repmgrd, and the extension
+# their metadata lives in) beside Postgres; an image of its own, built on the kind's first use.
+REPMGR_IMAGE = ImageSpec(
+    name="harness-repmgr",
+    packages=(
+        *(p for p in NODE_IMAGE.packages if p != "tarantool"),
+        "postgresql-15-repmgr",
+    ),
+    context=NODE_IMAGE.context,
+)
+
 
 def engine_client(base_url: str | None = None) -> docker.DockerClient:
     """A client for the engine that answers, or BadInput saying how to get one.

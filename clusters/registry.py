@@ -9,6 +9,7 @@ from clusters.kinds.autofailover import AutofailoverCluster
 from clusters.kinds.base import ClusterKind, KindOption
 from clusters.kinds.manatee import ManateeCluster
 from clusters.kinds.patroni import PatroniCluster
+from clusters.kinds.repmgr import RepmgrCluster
 from clusters.kinds.safekeeper import SafekeeperCluster
 from clusters.kinds.single import SingleCluster
 from clusters.kinds.streaming import StreamingCluster
@@ -25,6 +26,7 @@ CLUSTER_KINDS: dict[str, type[ClusterKind]] = {
         StreamingCluster,
         PatroniCluster,
         AutofailoverCluster,
+        RepmgrCluster,
     )
 }
 

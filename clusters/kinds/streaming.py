@@ -132,18 +132,21 @@ def node_state(node: Node) -> StreamingPoll | None:
             options="-c statement_timeout=2000",
         ) as conn:  # fmt: skip
             row = conn.execute(POLL_QUERY).fetchone()
-        if row is None:
-            return None
-        recovery, read_only, lsn, timeline, received, upstream = row
-        return StreamingPoll(
-            standby=bool(recovery),
-            writable=not recovery and read_only == "off",
-            timeline=int(timeline) if timeline is not None else None,
-            lsn=int(lsn) if lsn is not None else None,
-            received=int(received) if received is not None else None,
-            upstream=upstream,
-        )
+        return None if row is None else StreamingPoll(**said_of_itself(row))
     return None
+
+
+def said_of_itself(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A StreamingPoll's fields from POLL_QUERY's row (kinds that say more extend them)."""
+    recovery, read_only, lsn, timeline, received, upstream = row
+    return {
+        "standby": bool(recovery),
+        "writable": not recovery and read_only == "off",
+        "timeline": int(timeline) if timeline is not None else None,
+        "lsn": int(lsn) if lsn is not None else None,
+        "received": int(received) if received is not None else None,
+        "upstream": upstream,
+    }
 
 
 class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):

@@ -86,3 +86,25 @@ def eventually(
     raise AssertionError(
         f"{what} did not happen within {timeout:g}s" + (f": {last}" if last else "") + why()
     )
+
+
+def kill_manager_alone(kind: Any, manager: str, primary: str, write: Callable[[], None]) -> None:
+    """Kill the failover manager's process (`manager`, one the kind runs) alone on the primary:
+    every process of it is gone, the postmaster is the one that ran before, and a commit
+    still goes through; the fault's stop starts the manager again."""
+    from nemesis.kill import KillProcess
+    from nemesis.processes import process_table, tree
+
+    node = next(n for n in kind.nodes if n.name == primary)
+    patterns = kind.processes()
+    postmaster = tree(process_table(node), patterns["postgres"])[0]
+    fault = KillProcess(manager, "primaries", 0.0)
+    try:
+        done = fault.start(kind)
+        assert done["targets"] == [primary] and done["killed"][primary], done
+        procs = process_table(node)
+        assert not tree(procs, patterns[manager]), f"a {manager} process survived"
+        assert postmaster in {p.pid for p in procs}, "its Postgres was killed too"
+        write()
+    finally:
+        fault.stop(kind)

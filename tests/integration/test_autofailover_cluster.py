@@ -16,11 +16,9 @@ from clusters.kinds import postgres as pg
 from clusters.kinds.autofailover import AutofailoverCluster, KeeperPoll, MonitorPoll
 from core.polls import COORDINATION
 from nemesis import grudges
-from nemesis.kill import KillProcess
 from nemesis.partition import WITH_UNPROMOTABLE, Partition
-from nemesis.processes import process_table, tree
 from nemesis.switchover import Switchover
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, kill_manager_alone
 from tests.integration.test_aimed import reaches, running
 from tests.integration.test_failover import params
 from tests.integration.test_faults import cluster_of
@@ -124,19 +122,7 @@ def test_a_kill_of_the_keeper_alone_leaves_its_postgres_serving(
     autofailover: AutofailoverCluster,
 ) -> None:
     primary = eventually(lambda: settled(autofailover), "a settled formation", SETTLES_WITHIN)
-    node = next(n for n in autofailover.members() if n.name == primary)
-    patterns = autofailover.processes()
-    postmaster = tree(process_table(node), patterns["postgres"])[0]
-    fault = KillProcess("keeper", "primaries", 0.0)
-    try:
-        done = fault.start(autofailover)
-        assert done["targets"] == [primary] and done["killed"][primary], done
-        procs = process_table(node)
-        assert not tree(procs, patterns["keeper"]), "a pg_autoctl process survived"
-        assert postmaster in {p.pid for p in procs}, "its Postgres was killed too"
-        write(autofailover)
-    finally:
-        fault.stop(autofailover)
+    kill_manager_alone(autofailover, "keeper", primary, lambda: write(autofailover))
     eventually(
         lambda: {"keeper", "postgres"} <= set(running(autofailover, primary)),
         f"the keeper running again on {primary}",

@@ -16,6 +16,7 @@ import pytest
 import nemesis
 from clusters.kinds.autofailover import AutofailoverCluster
 from clusters.kinds.patroni import PatroniCluster
+from clusters.kinds.repmgr import RepmgrCluster
 from clusters.kinds.safekeeper import SafekeeperCluster
 from clusters.kinds.streaming import StreamingCluster
 from core.errors import BadInput
@@ -65,6 +66,7 @@ KINDS = [
     (StreamingCluster, {}),
     (PatroniCluster, {}),
     (AutofailoverCluster, {"candidate_priority": "n3=0"}),
+    (RepmgrCluster, {}),
 ]
 
 
