@@ -576,7 +576,7 @@ def serve(cfg: Config) -> None:
     STATUS.agent = agent.report
     server = StatusServer(("0.0.0.0", cfg.status_port), StatusHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    front = Front(("0.0.0.0", cfg.client_port), ("127.0.0.1", cfg.pg_port))
+    front = Front(("0.0.0.0", cfg.client_port), ("127.0.0.1", cfg.pg_port), agent.serves)
     threading.Thread(target=front.serve_forever, daemon=True).start()
     log.info(
         "compute agent %s: safekeepers %s, other computes %s, failover after %.0f s",

@@ -14,6 +14,11 @@ compute stops Postgres; `statement_timeout` still ends every statement but that 
 Remote connections reach Postgres from REMOTE_SOURCE, a loopback address of their own, so that
 pg_hba.conf can keep them out while the compute does not serve, as it keeps out remote clients;
 the node's own (from the loopback) come from 127.0.0.1, trusted as before.
+
+A remote client's bytes pass only while `may_serve` holds (the agent's lease), checked before
+each chunk is forwarded: a primary stopped (SIGSTOP, a frozen VM) and woken together with its
+agent would otherwise answer a query that was waiting in its socket before the agent has seen
+its lease end and stopped Postgres, from a state another primary has since written past.
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ import socket
 import socketserver
 import struct
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger("walkeeper.front")
 
 CANCEL_REQUEST = 80877102
 SSL_REQUEST = 80877103
 GSSENC_REQUEST = 80877104
+LOCAL_SOURCE = "127.0.0.1"  # the node's own connections, trusted whether it serves or not
 REMOTE_SOURCE = "127.0.0.2"  # where a remote client's connection reaches Postgres from
 CONNECT_TIMEOUT = 5.0
 CHUNK = 1 << 16
@@ -66,10 +73,19 @@ def opening(client: socket.socket) -> bytes | None:
         return head + rest
 
 
-def pipe(source: socket.socket, sink: socket.socket) -> None:
-    """Copy until `source` ends, then end `sink`'s writing side."""
+def pipe(
+    source: socket.socket, sink: socket.socket, gate: Callable[[], bool] | None = None
+) -> None:
+    """Copy until `source` ends, then end `sink`'s writing side; when `gate` turns false before
+    a chunk, drop it and cut both sides at once."""
     with contextlib.suppress(OSError):
         while chunk := source.recv(CHUNK):
+            if gate is not None and not gate():
+                log.warning("cut a client's connection: this compute's lease is over")
+                for sock in (source, sink):
+                    with contextlib.suppress(OSError):
+                        sock.shutdown(socket.SHUT_RDWR)
+                return
             sink.sendall(chunk)
     with contextlib.suppress(OSError):
         sink.shutdown(socket.SHUT_WR)
@@ -83,12 +99,15 @@ class _Connection(socketserver.BaseRequestHandler):
         first = opening(client)
         if first is None:
             return
-        local = self.client_address[0].startswith("127.")
+        local = self.client_address[0] == LOCAL_SOURCE
+        gate = None if local else self.server.may_serve
+        if gate is not None and not gate():
+            return  # not serving: the client sees its connection closed, as pg_hba would say
         try:
             upstream = socket.create_connection(
                 self.server.target,
                 CONNECT_TIMEOUT,
-                source_address=("127.0.0.1" if local else REMOTE_SOURCE, 0),
+                source_address=(LOCAL_SOURCE if local else REMOTE_SOURCE, 0),
             )
         except OSError:
             return  # Postgres is down: the client sees its connection closed
@@ -97,16 +116,20 @@ class _Connection(socketserver.BaseRequestHandler):
             upstream.sendall(first)
             back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
             back.start()
-            pipe(client, upstream)
+            pipe(client, upstream, gate)
             back.join()
 
 
 class Front(socketserver.ThreadingTCPServer):
-    """Listens on `listen`, passes connections to Postgres at `target`."""
+    """Listens on `listen`, passes connections to Postgres at `target`; remote ones only while
+    `may_serve` holds."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
+    def __init__(
+        self, listen: tuple[str, int], target: tuple[str, int], may_serve: Callable[[], bool]
+    ) -> None:
         self.target = target
+        self.may_serve = may_serve
         super().__init__(listen, _Connection)

@@ -77,7 +77,9 @@ class Peer:
         self.announced = False  # the current connection has accepted our announcement
         self.position: int | None = None  # the next LSN to send it
         self.acked: int | None = None  # how far it holds our log, as far as commit counts
-        self.answered = 0.0  # when it last accepted a request of ours (monotonic)
+        # When we sent the last request it accepted (monotonic): the lease runs from the sending,
+        # not from reading the reply, which may have waited in a socket while we were stopped.
+        self.answered = 0.0
         self.limit = FIRST_APPEND  # bytes of WAL per append, paced to the link (see `paced`)
 
     def call(
@@ -191,11 +193,12 @@ class Proposer:
         if quiet is not None:
             request["quiet"] = quiet
         votes = {}
+        asked_at = time.monotonic()
         for name, reply in self.ask(greeted, request).items():
             if reply.get("ok"):
                 votes[name] = reply
                 self.peers[name].state = reply
-                self.peers[name].answered = time.monotonic()
+                self.peers[name].answered = asked_at
         if len(votes) < self.quorum:
             raise NoQuorum(f"{len(votes)} votes for term {term}, need {self.quorum}")
         rank = "last_term" if self.variant == "term-history" else "epoch"
@@ -302,9 +305,9 @@ class Proposer:
         except TimeoutError:
             peer.limit = paced(peer.limit, len(data), self.timeout, self.timeout)
             raise
-        peer.answered = time.monotonic()
+        peer.answered = sent_at
         peer.position = pos + len(data)
-        took = peer.answered - sent_at
+        took = time.monotonic() - sent_at
         caught_up = peer.position >= self.log_end
         peer.limit = paced(peer.limit, len(data), took, self.timeout, caught_up)
         if self.variant == "term-history" or reply["epoch"] == self.term:

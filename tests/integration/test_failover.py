@@ -4,12 +4,14 @@ and a standby replaying the safekeepers' WAL) and three safekeepers.
 Killing the primary moves the term to the standby, which serves every acknowledged commit; the
 old primary comes back as a standby holding exactly the new primary's data. An isolated primary
 cannot acknowledge a commit once the new term is elected, and its unacknowledged commit is gone
-after it rejoins.
+after it rejoins. A paused primary, woken after the new term committed, answers no query that
+waited in its socket from the state it was paused in.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterator
 
@@ -24,6 +26,7 @@ from core.endpoint import Endpoint
 from nemesis import heal_nodes
 from nemesis.kill import Kill
 from nemesis.partition import Partition
+from nemesis.pause import Pause
 from tests.integration.conftest import eventually
 from tests.integration.test_safekeeper_cluster import TABLE, PendingCommit
 
@@ -159,3 +162,43 @@ def test_an_isolated_primary_acknowledges_nothing_after_the_new_term(
         120,
     )
     assert commit.value not in kept
+
+
+def test_a_woken_primary_answers_no_query_from_before_the_new_term(
+    cluster: SafekeeperCluster,
+) -> None:
+    """The interleaving of FINDINGS' reference-cluster entry 2: a session open on the primary,
+    the primary paused, a new term that commits, a query sent to the old primary while it is
+    stopped; woken, it must not answer that query from the state it was paused in."""
+    old = cluster.leader()
+    assert old is not None
+    session = psycopg.connect(**params(direct(node(cluster, old))), autocommit=True)
+    answer: dict[str, object] = {}
+
+    def read() -> None:
+        try:
+            answer["rows"] = [r[0] for r in session.execute(f"SELECT x FROM {TABLE}").fetchall()]
+        except psycopg.Error as e:
+            answer["error"] = e
+
+    fault = Pause("primaries", [old])
+    fault.start(cluster)
+    try:
+        leader = eventually(lambda: new_leader(cluster, old), "a takeover", TAKEOVER_WITHIN)
+        value = insert(cluster.endpoints()[0])
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()  # its query waits in the stopped primary's socket
+        time.sleep(1)
+    finally:
+        fault.stop(cluster)
+    reader.join(30)
+    session.close()
+    assert answer, "the woken primary neither answered nor ended the session"
+    if "rows" in answer:
+        assert value in answer["rows"], f"{old}, woken, served a read from before the new term"
+    kept = eventually(
+        lambda: rejoined_with(cluster, node(cluster, old), node(cluster, leader)),
+        f"{old} back as a standby with {leader}'s data",
+        120,
+    )
+    assert value in kept

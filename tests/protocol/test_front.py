@@ -1,6 +1,7 @@
 """The compute's front door on loopback, between real sockets: a client's startup and everything
 after it reach the server behind it byte for byte, both ways; a cancel request never does, even
-after the SSL request a client's libpq sends first."""
+after the SSL request a client's libpq sends first; a remote client's bytes pass only while the
+compute may serve (a client from 127.0.0.3 stands for a remote one: all of 127/8 is loopback)."""
 
 from __future__ import annotations
 
@@ -40,10 +41,25 @@ class Behind:
                 self.closed.set()
 
 
+class Lease:
+    """The agent's answer to "may this compute serve?", turned by the test."""
+
+    def __init__(self) -> None:
+        self.holds = True
+
+    def __call__(self) -> bool:
+        return self.holds
+
+
 @pytest.fixture
-def front() -> Iterator[tuple[Front, Behind]]:
+def lease() -> Lease:
+    return Lease()
+
+
+@pytest.fixture
+def front(lease: Lease) -> Iterator[tuple[Front, Behind]]:
     behind = Behind()
-    server = Front(("127.0.0.1", 0), behind.address)
+    server = Front(("127.0.0.1", 0), behind.address, lease)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server, behind
     server.shutdown()
@@ -51,8 +67,12 @@ def front() -> Iterator[tuple[Front, Behind]]:
     behind.sock.close()
 
 
-def connect(server: Front) -> socket.socket:
-    return socket.create_connection(server.server_address, timeout=5)
+def connect(server: Front, source: str = "127.0.0.1") -> socket.socket:
+    return socket.create_connection(server.server_address, timeout=5, source_address=(source, 0))
+
+
+REMOTE = "127.0.0.3"
+QUERY = b"Q\0\0\0\x0dCOMMIT;\0"
 
 
 def test_a_session_passes_through_both_ways(front: tuple[Front, Behind]) -> None:
@@ -60,11 +80,11 @@ def test_a_session_passes_through_both_ways(front: tuple[Front, Behind]) -> None
     with connect(server) as client:
         client.sendall(STARTUP)
         assert client.recv(5) == b"hello"
-        client.sendall(b"Q\0\0\0\x0dCOMMIT;\0")
+        client.sendall(QUERY)
         client.shutdown(socket.SHUT_WR)
         assert client.recv(1) == b""  # the server's side closed after the client's
     assert behind.accepted.acquire(timeout=5) and behind.closed.wait(5)
-    assert behind.received == [STARTUP + b"Q\0\0\0\x0dCOMMIT;\0"]
+    assert behind.received == [STARTUP + QUERY]
 
 
 def test_a_cancel_request_is_dropped_even_after_an_ssl_request(
@@ -81,3 +101,38 @@ def test_a_cancel_request_is_dropped_even_after_an_ssl_request(
         client.sendall(cancel)
         assert client.recv(1) == b""
     assert not behind.accepted.acquire(timeout=1)  # nothing ever reached the server
+
+
+def test_a_query_sent_after_the_lease_ended_never_reaches_postgres(
+    front: tuple[Front, Behind], lease: Lease
+) -> None:
+    """The paused primary's case: the session opened while it served, the query waited in its
+    socket, and the lease is over by the time the compute reads it."""
+    server, behind = front
+    with connect(server, REMOTE) as client:
+        client.sendall(STARTUP)
+        assert client.recv(5) == b"hello"
+        lease.holds = False
+        client.sendall(QUERY)
+        assert client.recv(1) == b""  # cut, not answered
+    assert behind.closed.wait(5)
+    assert behind.received == [STARTUP]
+
+
+def test_a_remote_client_is_refused_while_the_lease_is_over_and_a_local_one_is_not(
+    front: tuple[Front, Behind], lease: Lease
+) -> None:
+    server, behind = front
+    lease.holds = False
+    with connect(server, REMOTE) as client:
+        client.sendall(STARTUP)
+        assert client.recv(1) == b""
+    assert not behind.accepted.acquire(timeout=1)
+    with connect(server) as client:  # the node's own, from 127.0.0.1
+        client.sendall(STARTUP)
+        assert client.recv(5) == b"hello"
+        client.sendall(QUERY)
+        client.shutdown(socket.SHUT_WR)
+        assert client.recv(1) == b""
+    assert behind.closed.wait(5)
+    assert behind.received == [STARTUP + QUERY]
