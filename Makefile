@@ -11,7 +11,7 @@ DEBS := debootstrap iproute2 openjdk-17-jre-headless fuse3
 BENCH_DEBS := postgresql-15
 TEST_DEBS := chromium zookeeper postgresql-15  # Chromium for tests/browser; ZooKeeper and Postgres for the Manatee sitters
 
-.PHONY: setup python debs test-debs image spark-archive powerfs toxiproxy run test lint bench clean-clusters
+.PHONY: setup python debs test-debs image test-images spark-archive powerfs toxiproxy run test lint bench clean-clusters
 
 setup: python debs image spark-archive powerfs toxiproxy
 
@@ -37,6 +37,11 @@ test-debs:
 
 image: python debs
 	$(BIN)/harness cluster image
+
+# Every kind's image, built before the suite rather than inside the first test that needs one, so
+# that a test's time is its own and the log shows each build.
+test-images: image
+	$(BIN)/harness cluster image --all
 
 # The power layer under the nodes' state (clusters/power.py): a FUSE filesystem, built by cargo.
 powerfs:
@@ -64,7 +69,7 @@ lint: python
 # others' recovers late, which is no finding). The slowest tests are listed at the end of each phase,
 # so that a CI log says where its time went. PYTEST_ARGS adds options, e.g.
 # `make test PYTEST_ARGS="-k churn"`.
-test: setup test-debs lint
+test: setup test-debs test-images lint
 	$(BIN)/pytest -q -n 3 --dist loadscope --no-loadscope-reorder -m "not alone" --durations=25 $(PYTEST_ARGS)
 	$(BIN)/pytest -q -m alone --durations=5 $(PYTEST_ARGS)
 

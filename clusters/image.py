@@ -178,6 +178,10 @@ REPMGR_IMAGE = ImageSpec(
 )
 
 
+# Every kind's image, for `harness cluster image --all` (the test suite builds them up front).
+ALL_IMAGES = (NODE_IMAGE, MANATEE_IMAGE, PATRONI_IMAGE, AUTOFAILOVER_IMAGE, REPMGR_IMAGE)
+
+
 def engine_client(base_url: str | None = None) -> docker.DockerClient:
     """A client for the engine that answers, or BadInput saying how to get one.
 

@@ -729,11 +729,19 @@ def status_cell(value: Any) -> str:
 
 
 @cluster.command("image")
-def cluster_image() -> None:
+@click.option(
+    "--all",
+    "every",
+    is_flag=True,
+    help="Every kind's image (Manatee's, Patroni's, pg_auto_failover's, repmgr's too), "
+    "not only the node image most kinds use.",
+)
+def cluster_image(every: bool) -> None:
     """Build the node image now (offline, from Debian packages); runs build it on first use."""
-    from clusters.image import NODE_IMAGE, ensure_image
+    from clusters.image import ALL_IMAGES, NODE_IMAGE, ensure_image
 
-    console.print(f"node image: {ensure_image(NODE_IMAGE, console)}")
+    for spec in ALL_IMAGES if every else (NODE_IMAGE,):
+        console.print(f"{spec.name}: {ensure_image(spec, console)}")
 
 
 @cluster.command("down")
