@@ -60,10 +60,11 @@ def odds(
     kind = cluster_kind(cluster)
     options = kind.checked_options(given)
     count = kind.nodes_needed(options)
-    nemesis.validate(names, count, cluster, kind.coordinated, kind)
+    coordinated = kind.coordinated_with(options)
+    nemesis.validate(names, count, cluster, coordinated, kind)
     links = tuple(link.name for link in kind.links)
     packages = nemesis.packages(
-        names, count, power, kind.coordinated, kind.moments_of(options), kind=kind, links=links
+        names, count, power, coordinated, kind.moments_of(options), kind=kind, links=links
     )
     nodes = [f"n{i}" for i in range(1, count + 1)]
     runs: Counter = Counter()

@@ -136,9 +136,8 @@ class Runner:
             names = [f"n{i}" for i in range(1, nodes + 1)]
             self.replayed = replay.entries(cfg.schedule, names, replaying)
         else:
-            nemesis.validate(
-                cfg.nemesis, nodes, cfg.cluster, self.kind_class.coordinated, self.kind_class
-            )
+            coordinated = self.kind_class.coordinated_with(self.plan.options)
+            nemesis.validate(cfg.nemesis, nodes, cfg.cluster, coordinated, self.kind_class)
         if cfg.chains is not None:  # checked against the kind's moments before anything starts
             nemesis.chained(cfg.chains, self.plan.moments)
         self.backend = make_backend(cfg.backend, **cfg.backend_options)

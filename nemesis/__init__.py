@@ -205,9 +205,11 @@ def validate(
         if name not in known:
             raise BadInput(f"unknown nemesis {name!r}: choose from {', '.join(known)}")
         if name in ON_COORDINATORS and not coordinated:
+            unless = " with these options" if kind is not None and kind.coordinated else ""
             raise BadInput(
-                f"{name} needs a cluster with a coordination service (--cluster manatee or "
-                f"patroni); the {cluster or 'chosen'} cluster has none"
+                f"{name} needs a cluster with a coordination service (ZooKeeper, etcd, a "
+                f"monitor or a witness); the {cluster or 'chosen'} cluster has none{unless}: "
+                "choose another --nemesis"
             )
         needs = NEEDING.get(name)
         if needs is not None and not (kind and issubclass(kind, needs)):

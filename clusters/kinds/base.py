@@ -298,6 +298,12 @@ class ClusterKind(ABC):
     def leader(self) -> str | None:
         """The node that currently leads (takes writes), if the kind can tell."""
 
+    @classmethod
+    def coordinated_with(cls, options: Mapping[str, Any]) -> bool:
+        """Whether a cluster of this kind with these (checked) options has a coordination
+        service to strike: `coordinated`, unless an option leaves it out."""
+        return cls.coordinated
+
     def coordinators(self) -> list[str]:
         """The nodes that serve the coordination service (none unless `coordinated`)."""
         return []

@@ -273,7 +273,11 @@ class RepmgrCluster(StandbyReads, ClusterKind):
 
     def __init__(self, backend: Backend, cluster: str, options: Mapping[str, Any]) -> None:
         super().__init__(backend, cluster, options)
-        self.coordinated = self.options["witness"] == "on"  # without one, nothing to strike
+        self.coordinated = self.coordinated_with(self.options)
+
+    @classmethod
+    def coordinated_with(cls, options: Mapping[str, Any]) -> bool:
+        return options["witness"] == "on"  # without a witness, nothing to strike
 
     @classmethod
     def nodes_needed(cls, options: Mapping[str, Any]) -> int:

@@ -154,6 +154,13 @@ def test_a_seeds_history_on_a_kind_without_safekeepers_is_refused(store: Path) -
     assert not store.exists()  # refused before a cluster started
 
 
+def test_a_witness_fault_without_a_witness_is_refused(store: Path) -> None:
+    args = ("run", "--cluster", "repmgr", "--witness", "off", "--nemesis", "partition-dcs")
+    text = assert_one_sentence(harness(*args, "--store", str(store)))
+    assert "needs a cluster with a coordination service" in text and "with these options" in text
+    assert not store.exists()  # refused before a cluster started
+
+
 def test_a_moment_no_kind_has_is_refused_by_the_gate(tmp_path: Path) -> None:
     text = assert_one_sentence(harness("gate", "--require-moment", "no-such-moment", str(tmp_path)))
     assert "no cluster kind has a moment 'no-such-moment'" in text and "term-won" in text

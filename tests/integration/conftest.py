@@ -15,6 +15,8 @@ from clusters.docker_backend import DockerBackend
 from clusters.image import NODE_IMAGE, ensure_image
 from clusters.kinds.safekeeper import SafekeeperCluster
 from core.errors import BadInput
+from nemesis.kill import KillProcess
+from nemesis.processes import process_table, tree
 from tests.integration.zookeeper import zookeeper  # noqa: F401 (a fixture for the Manatee tests)
 
 
@@ -92,9 +94,6 @@ def kill_manager_alone(kind: Any, manager: str, primary: str, write: Callable[[]
     """Kill the failover manager's process (`manager`, one the kind runs) alone on the primary:
     every process of it is gone, the postmaster is the one that ran before, and a commit
     still goes through; the fault's stop starts the manager again."""
-    from nemesis.kill import KillProcess
-    from nemesis.processes import process_table, tree
-
     node = next(n for n in kind.nodes if n.name == primary)
     patterns = kind.processes()
     postmaster = tree(process_table(node), patterns["postgres"])[0]
