@@ -15,8 +15,8 @@ Remote connections reach Postgres from REMOTE_SOURCE, a loopback address of thei
 pg_hba.conf can keep them out while the compute does not serve, as it keeps out remote clients;
 the node's own (from the loopback) come from 127.0.0.1, trusted as before.
 
-A remote client's bytes pass only while `may_serve` holds (the agent's lease), checked before
-each chunk is forwarded: a primary stopped (SIGSTOP, a frozen VM) and woken together with its
+A remote client's bytes after its opening pass only while `may_serve` holds (the agent's lease),
+checked before each chunk is forwarded: a primary stopped (SIGSTOP, a frozen VM) and woken together with its
 agent would otherwise answer a query that was waiting in its socket before the agent has seen
 its lease end and stopped Postgres, from a state another primary has since written past.
 """
@@ -100,9 +100,9 @@ class _Connection(socketserver.BaseRequestHandler):
         if first is None:
             return
         local = self.client_address[0] == LOCAL_SOURCE
+        # The opening passes whatever the lease: while the compute does not serve, its
+        # Postgres's pg_hba.conf answers it with a sentence that says so.
         gate = None if local else self.server.may_serve
-        if gate is not None and not gate():
-            return  # not serving: the client sees its connection closed, as pg_hba would say
         try:
             upstream = socket.create_connection(
                 self.server.target,

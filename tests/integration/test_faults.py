@@ -27,7 +27,7 @@ import psycopg
 import pytest
 from rich.console import Console
 
-from clusters.backend import Backend, Node
+from clusters.backend import READ_TRIES, Backend, Node
 from clusters.kinds import postgres as pg
 from clusters.kinds.base import ClusterKind, KindOption
 from clusters.kinds.on_node import ensure_clock_file, under_faketime
@@ -465,10 +465,14 @@ def test_packet_fault_on_a_kernel_without_netem_falls_back(
 
 
 def faked_offset(node: Node) -> float:
-    """The node's faked clock minus the real one, seen by a process started under faketime."""
-    before = time.time()
-    faked = float(node.exec(under_faketime("date +%s.%N")).output)
-    return faked - (before + time.time()) / 2
+    """The node's faked clock minus the real one, seen by a process started under faketime;
+    asked again when Docker's exec hands back no output, as `Node.read` does (each try timed
+    on its own)."""
+    for _ in range(READ_TRIES):
+        before = time.time()
+        if said := node.exec(under_faketime("date +%s.%N")).output.strip():
+            return float(said) - (before + time.time()) / 2
+    raise AssertionError(f"date printed nothing on {node.name}, {READ_TRIES} times")
 
 
 def test_clock_bump_moves_the_faked_clock_and_reset_restores_it(
