@@ -24,15 +24,14 @@ from typing import Any
 
 from run_rows import (
     anomalies,
+    bench_configs,
+    checked_run,
     coordinators_of,
     cut_off_acks,
     kill_to_write,
-    read_rows,
     rows_options,
     run_row,
     suite_judgment,
-    table,
-    work_through,
 )
 
 HARNESS = Path(sys.executable).parent / "harness"
@@ -160,10 +159,7 @@ def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def read_run(run: Path) -> dict[str, Any]:
     """What a row shows of a checked run folder."""
-    results = json.loads((run / "results.json").read_text())
-    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()
-               if line.strip()]  # fmt: skip
-    checkers = results.get("checkers") or {}
+    results, history, checkers = checked_run(run)
     state = checkers.get("cluster-state") or {}
     per_s = (checkers.get("availability") or {}).get("acked_writes_per_s")
     status = json.loads((run / "nodes" / "cluster-status.json").read_text())
@@ -175,6 +171,11 @@ def read_run(run: Path) -> dict[str, Any]:
         "failovers": len(state.get("takeovers") or []),
         "writes_per_s": None if per_s is None else round(per_s, 1),
     }
+
+
+def said(row: dict[str, Any]) -> str:
+    """The progress line of a row."""
+    return f"{row['verdict']}: lost {row.get('suite_lost')}, {row.get('anomalies')}"
 
 
 def main() -> int:
@@ -192,24 +193,7 @@ def main() -> int:
         parser, "autofailover", Path(__file__).resolve().parent / "autofailover_rows.jsonl"
     )
     args = parser.parse_args()
-    if args.table:
-        print(table(COLUMNS, read_rows(args.rows)))
-        return 0
-    if args.time <= 0:
-        parser.error("--time is seconds of each run, above 0")
-    configs = [c for c in args.configs.split(",") if c]
-    if unknown := [c for c in configs if c not in CONFIGS]:
-        parser.error(f"unknown config {unknown[0]!r}: choose from {', '.join(CONFIGS)}")
-    seeds = [int(s) for s in args.seeds.split(",") if s]
-    work_through(
-        args.rows,
-        [(c, s) for s in seeds for c in configs],
-        lambda row: (row["config"], row["seed"]),
-        lambda config, seed: run_one(config, seed, args),
-        lambda row: f"{row['verdict']}: lost {row.get('suite_lost')}, {row.get('anomalies')}",
-        until=args.until,
-    )
-    return 0
+    return bench_configs(parser, args, CONFIGS, COLUMNS, run_one, said)
 
 
 if __name__ == "__main__":

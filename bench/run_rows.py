@@ -9,7 +9,7 @@ import argparse
 import json
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,27 @@ def run_row(
     return row | {"run": str(run)} | read_run(run)
 
 
+def checked_run(run: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """A checked run folder's results, its history, and its checkers' results."""
+    results = json.loads((run / "results.json").read_text())
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()
+               if line.strip()]  # fmt: skip
+    return results, history, results.get("checkers") or {}
+
+
+def chosen_runs(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, configs: Mapping[str, Any]
+) -> list[tuple[str, int]]:
+    """The (configuration, seed) pairs `--configs` and `--seeds` name, seeds outermost; a bad
+    name or a `--time` not above 0 is the parser's error."""
+    if args.time <= 0:
+        parser.error("--time is seconds of each run, above 0")
+    chosen = [c for c in args.configs.split(",") if c]
+    if unknown := [c for c in chosen if c not in configs]:
+        parser.error(f"unknown config {unknown[0]!r}: choose from {', '.join(configs)}")
+    return [(c, int(s)) for s in args.seeds.split(",") if s for c in chosen]
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -87,6 +108,30 @@ def work_through(
         row = make(*planned)
         append_row(rows, row)
         print(f"    {say(row)}", flush=True)
+
+
+def bench_configs(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    configs: Mapping[str, Any],
+    columns: tuple[tuple[str, str], ...],
+    run_one: Callable[[str, int, argparse.Namespace], dict[str, Any]],
+    say: Callable[[dict[str, Any]], str],
+) -> int:
+    """What a bench of named configurations does once its options are parsed: print its rows
+    as a table (`--table`), or make a row for each (configuration, seed) its rows lack."""
+    if args.table:
+        print(table(columns, read_rows(args.rows)))
+        return 0
+    work_through(
+        args.rows,
+        chosen_runs(parser, args, configs),
+        lambda row: (row["config"], row["seed"]),
+        lambda config, seed: run_one(config, seed, args),
+        say,
+        until=args.until,
+    )
+    return 0
 
 
 def anomalies(results: dict[str, Any]) -> list[str]:

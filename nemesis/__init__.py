@@ -49,6 +49,7 @@ from clusters.kinds.base import (
     KeepsUnpromotable,
     OperatorFailover,
     PlannedSwitchover,
+    RestartsDeposed,
 )
 from core.endpoint import Endpoint
 from core.errors import BadInput
@@ -68,6 +69,7 @@ from nemesis.pause import Pause
 from nemesis.power import Power
 from nemesis.processes import continue_stopped
 from nemesis.promote import Promote
+from nemesis.restart_deposed import RestartDeposed
 from nemesis.schedule import Nested, Package, ScheduledNemesis
 from nemesis.seed001 import MIN_NODES as SEED001_NODES
 from nemesis.seed001 import Seed001
@@ -150,6 +152,7 @@ PACKAGES: dict[str, Package] = {
         Package("pause-dcs", 1, _targeted(Pause, COORDINATORS), True),
         Package("promote", 2, Promote.planned, needs=OperatorFailover),
         Package("switchover", 2, Switchover.planned, needs=PlannedSwitchover),
+        Package("restart-deposed", 2, RestartDeposed.planned, needs=RestartsDeposed),
         Package("toxic", 1, ToxicFault.planned, interposes=True, reads_kind=("links",)),
     )
 }

@@ -67,6 +67,22 @@ class Fault(ABC):
         return None
 
 
+class UnplannedFault(Fault):
+    """A fault that draws nothing ahead: what it strikes it finds at its start (the leader), so
+    its plan is its name alone."""
+
+    @classmethod
+    def planned(cls, nodes: list[str], rng: random.Random) -> Self:
+        return cls()
+
+    def plan(self) -> dict[str, Any]:
+        return {"fault": self.name}
+
+    @classmethod
+    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
+        return cls()
+
+
 class ProcessFault(Fault):
     """A fault on the cluster kind's processes of Jepsen-style targets (one, minority, …).
 

@@ -7,27 +7,14 @@ nothing (the cluster is whole); the next switchover or failover moves the primar
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping
 from typing import Any
 
 from clusters.kinds.base import ClusterKind, PlannedSwitchover
-from nemesis.fault import Fault, Replaying
+from nemesis.fault import UnplannedFault
 
 
-class Switchover(Fault):
+class Switchover(UnplannedFault):
     name = "switchover"
-
-    @classmethod
-    def planned(cls, nodes: list[str], rng: random.Random) -> Switchover:
-        return cls()
-
-    def plan(self) -> dict[str, Any]:
-        return {"fault": self.name}
-
-    @classmethod
-    def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
-        return cls()
 
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         if not isinstance(cluster, PlannedSwitchover):

@@ -385,6 +385,32 @@ class PlannedSwitchover(ABC):
         led, what the manager answered, who leads after."""
 
 
+class RestartsDeposed(ABC):
+    """A kind whose manager fails over without fencing the old primary (repmgr): it leaves to
+    the operator what becomes of it, and an operator or an init system that starts a crashed
+    server again starts it as it was, a primary beside the promoted one. The
+    `restart-deposed` fault plays that: the kind knows how its Postgres crashes, starts on its
+    data directory unchanged, and rejoins as the manual says."""
+
+    offers: ClassVar[str] = (
+        "a manager that fails over without fencing the old primary (--cluster repmgr)"
+    )
+
+    @abstractmethod
+    def crash_postgres(self, node: Node) -> str:
+        """Stop the node's Postgres at once, as a crash does: what was done."""
+
+    @abstractmethod
+    def start_as_it_was(self, node: Node) -> str:
+        """Start the node's Postgres on its data directory unchanged (no rejoin, no rewind), as
+        an init system does: what was done."""
+
+    @abstractmethod
+    def rejoin_deposed(self, node: Node) -> dict[str, Any]:
+        """Bring a deposed primary back as a standby of the one that takes writes now, as the
+        manager's manual says (stopped first if it runs): what was done."""
+
+
 class KeepsUnpromotable(ABC):
     """A kind whose members may include standbys that stream from the primary but are never
     promoted or never counted for a commit (pg_auto_failover's candidate priority 0 and

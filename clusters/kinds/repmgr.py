@@ -34,7 +34,7 @@ from checkers.moments import LeaderChanged, StandbyBehind
 from clusters.backend import Backend, Node
 from clusters.image import REPMGR_IMAGE
 from clusters.kinds import postgres as pg
-from clusters.kinds.base import ClusterKind, KindOption, Process
+from clusters.kinds.base import ClusterKind, KindOption, Process, RestartsDeposed
 from clusters.kinds.on_node import (
     CLOCK_FILE,
     FAKETIME_LIB,
@@ -205,7 +205,7 @@ def witness_state(node: Node) -> WitnessPoll | None:
     return None
 
 
-class RepmgrCluster(StandbyReads, ClusterKind):
+class RepmgrCluster(StandbyReads, RestartsDeposed, ClusterKind):
     name = "repmgr"
     about = (
         "Postgres under repmgr 5.3 (repmgrd on every node, a witness); its nodes' image is "
@@ -417,6 +417,28 @@ class RepmgrCluster(StandbyReads, ClusterKind):
             self._repmgr(node, "standby register --force", check=False)
             done["cloned"] = True
         return done
+
+    # the restart-deposed fault's needs (RestartsDeposed)
+
+    def crash_postgres(self, node: Node) -> str:
+        node.exec(
+            pg.as_postgres(f"{pg.PG_BIN}/pg_ctl -D {pg.PGDATA} -m immediate stop"), check=False
+        )
+        return "pg_ctl stop -m immediate"
+
+    def start_as_it_was(self, node: Node) -> str:
+        pg.start(node)
+        return "pg_ctl start on its data directory as the crash left it"
+
+    def rejoin_deposed(self, node: Node) -> dict[str, Any]:
+        primary = self._other_primary(node)
+        if primary is None:
+            pg.start(node)  # still the only primary (no failover came): nothing to rejoin
+            return {"rejoined": None, "why": "no other member takes writes"}
+        pg.stop(node)  # a clean stop: pg_rewind refuses a data directory that crashed
+        done = self.rejoin(node, primary)
+        wait_until(f"{node.name} back as a standby", lambda: pg.is_ready(node), REJOIN_WAIT_S)
+        return {"rejoined": node.name} | done
 
     def _follows(self, node: Node, primary: str) -> bool:
         """Whether `node` reaches `primary`'s timeline within FOLLOW_WAIT_S."""

@@ -3,7 +3,9 @@
 and its faults by their effects: a kill of repmgrd alone leaves its Postgres serving; the
 witness cut off leaves the clients' traffic to the primary flowing and promotes no one; a kill
 of the primary promotes a standby, and the kill's end brings the old primary back as a standby
-of the new one, not as a second primary."""
+of the new one, not as a second primary; the primary crashed and started again as it was, after
+the failover, takes writes beside the new one (repmgr fences nothing by default), and that
+fault's end brings it back as the new primary's standby."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from nemesis import grudges
 from nemesis.kill import Kill
 from nemesis.partition import Partition
 from nemesis.processes import process_table, tree
+from nemesis.restart_deposed import RestartDeposed
 from tests.integration.conftest import eventually, kill_manager_alone
 from tests.integration.test_aimed import reaches
 from tests.integration.test_failover import params
@@ -144,3 +147,22 @@ def test_a_killed_primary_is_replaced_and_comes_back_as_a_standby(repmgr: Repmgr
     back = repmgr.poll()[old]
     assert isinstance(back, RepmgrPoll) and back.standby and back.upstream == new
     assert back.timeline is not None and timeline is not None and back.timeline > timeline
+
+
+def test_a_deposed_primary_started_as_it_was_takes_writes_beside_the_new_one(
+    repmgr: RepmgrCluster,
+) -> None:
+    old = eventually(lambda: settled(repmgr), "a settled cluster", SETTLES_WITHIN, told(repmgr))
+    fault = RestartDeposed()
+    try:
+        done = fault.start(repmgr)
+        new = done["promoted"]
+        assert done["deposed"] == old and new not in (None, old), done
+        polled = repmgr.poll()
+        both = [n for n in (old, new) if (s := polled.get(n)) is not None and s.leads()]
+        assert both == [old, new], f"not two writable members: {polled}"
+    finally:
+        fault.stop(repmgr)
+    assert eventually(lambda: settled(repmgr), "settled again", SETTLES_WITHIN, told(repmgr)) == new
+    back = repmgr.poll()[old]
+    assert isinstance(back, RepmgrPoll) and back.standby and back.upstream == new

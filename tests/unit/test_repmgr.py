@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import nemesis
+from clusters.kinds.patroni import PatroniCluster
 from clusters.kinds.repmgr import (
     CONF,
     RepmgrCluster,
@@ -16,6 +17,7 @@ from clusters.kinds.repmgr import (
     failover_time,
     repmgr_conf,
 )
+from clusters.kinds.streaming import StreamingCluster
 from clusters.registry import cluster_kind
 from core.errors import BadInput
 from core.polls import Round, encode_round, read_rounds
@@ -78,3 +80,10 @@ def test_its_packages_kill_repmgrd_alone_and_reach_the_witness() -> None:
     assert "kill-repmgrd" in names and "kill-postgres" in names
     assert "partition-dcs" in names and "kill-dcs" in names
     assert "promote" not in names  # repmgrd fails over by itself
+    assert "restart-deposed" in names  # ... and fences nothing: an operator may restart the old
+
+
+def test_restart_deposed_is_refused_where_the_manager_fences_or_nobody_fails_over() -> None:
+    for cluster, kind in (("patroni", PatroniCluster), ("streaming", StreamingCluster)):
+        with pytest.raises(BadInput, match="restart-deposed needs a manager that fails over"):
+            nemesis.validate(["restart-deposed"], 3, cluster, kind=kind)
