@@ -86,13 +86,10 @@ def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     return run_row(cmd, args.store, f"repmgr-{config}-s{seed}", keys, read_run)
 
 
-def two_writable_s(leaders: list[dict[str, Any]]) -> float:
+def two_writable_s(leaders: list[dict[str, Any]], end_s: float) -> float:
     """Seconds of the run in which two or more members took writes, from the cluster-state
-    checker's stretches (the last one, open to the run's end, is not counted)."""
-    return round(
-        sum(s["end"] - s["start"] for s in leaders if len(s["nodes"]) > 1 and s["end"] is not None),
-        1,
-    )
+    checker's stretches (the last one, open, lasts to `end_s`, the run's last event)."""
+    return round(sum((s["end"] or end_s) - s["start"] for s in leaders if len(s["nodes"]) > 1), 1)
 
 
 def restarts(history: list[dict[str, Any]]) -> str:
@@ -113,7 +110,7 @@ def read_run(run: Path) -> dict[str, Any]:
     return suite_judgment(history) | {
         "verdict": results.get("verdict"),
         "anomalies": "; ".join(anomalies(results)) or "none",
-        "two_writable_s": two_writable_s(state.get("leaders") or []),
+        "two_writable_s": two_writable_s(state.get("leaders") or [], history[-1]["time"] / 1e9),
         "kill_to_write_s": kill_to_write(history),
         "failovers": len(state.get("takeovers") or []),
         "restarts": restarts(history),

@@ -29,14 +29,14 @@ def test_every_configuration_is_a_run_the_harness_takes() -> None:
         )
 
 
-def test_two_writable_seconds_count_closed_stretches_of_two_leaders() -> None:
+def test_two_writable_seconds_count_stretches_of_two_leaders_to_the_run_end() -> None:
     leaders = [
         {"start": 0.0, "end": 10.0, "nodes": ["n1"]},
         {"start": 10.0, "end": 14.5, "nodes": ["n1", "n2"]},
         {"start": 14.5, "end": 20.0, "nodes": ["n2"]},
         {"start": 20.0, "end": None, "nodes": ["n1", "n2"]},
     ]
-    assert two_writable_s(leaders) == 4.5
+    assert two_writable_s(leaders, 26.0) == 4.5 + 6.0
 
 
 def test_restarts_count_those_after_a_promotion() -> None:
