@@ -15,10 +15,11 @@ Remote connections reach Postgres from REMOTE_SOURCE, a loopback address of thei
 pg_hba.conf can keep them out while the compute does not serve, as it keeps out remote clients;
 the node's own (from the loopback) come from 127.0.0.1, trusted as before.
 
-A remote client's bytes after its opening pass only while `may_serve` holds (the agent's lease),
-checked before each chunk is forwarded: a primary stopped (SIGSTOP, a frozen VM) and woken together with its
-agent would otherwise answer a query that was waiting in its socket before the agent has seen
-its lease end and stopped Postgres, from a state another primary has since written past.
+A remote client's bytes after its opening pass only while `may_serve` holds (the agent's
+lease), checked before each chunk is forwarded: a primary stopped (SIGSTOP, a frozen VM) and
+woken together with its agent would otherwise answer a query that was waiting in its socket
+before the agent has seen its lease end and stopped Postgres, from a state another primary has
+since written past.
 """
 
 from __future__ import annotations
