@@ -43,13 +43,14 @@ image: python debs
 test-images: image
 	$(BIN)/harness cluster image --all
 
-# The power layer under the nodes' state (clusters/power.py): a FUSE filesystem, built by cargo.
-powerfs:
-	cd clusters/powerfs && cargo build --release --quiet
+# The power layer under the nodes' state (clusters/power.py): a FUSE filesystem, built by cargo
+# (in a target directory every checkout shares: clusters/crates.py).
+powerfs: python
+	$(BIN)/python -m clusters.crates powerfs
 
 # The connection faults' proxy (clusters/toxiproxy_server.py): Toxiproxy's API over noxious.
-toxiproxy:
-	cd clusters/toxiproxy && cargo build --release --quiet
+toxiproxy: python
+	$(BIN)/python -m clusters.crates toxiproxy
 
 # Spark's classes dumped once (about a minute), mapped by every later JVM: it starts in half the time.
 spark-archive: python debs

@@ -32,7 +32,7 @@ from clusters import crates
 from core.errors import InfraError
 
 CRATE = "toxiproxy"
-NAME = "harness-toxiproxy"
+NAME = crates.CRATES[CRATE]
 READY_TIMEOUT = 10.0
 ASK_TIMEOUT = 2.0  # seconds to wait for a server that may not run at all
 API_PORT = 8474  # Toxiproxy's
