@@ -307,6 +307,7 @@ class Timing:
     hwm_mib: float | None = None  # the process's peak resident set during the check
     traced_mib: float | None = None
     edges: int | None = None
+    cyclic: dict[str, int] | None = None  # transactions in cycles, components, the largest
     valid: Any = None
     anomalies: list[str] | None = None
     error: str | None = None
@@ -342,7 +343,7 @@ def time_check(
             rss = (hwm - before) / 1024
             t.rss_mib = rss if t.rss_mib is None else max(t.rss_mib, rss)
             t.hwm_mib = max(t.hwm_mib or 0, hwm / 1024)
-        t.edges, t.valid = result["edge_count"], result["valid"]
+        t.edges, t.valid, t.cyclic = result["edge_count"], result["valid"], result["cyclic"]
         t.anomalies = result["anomaly_types"] + result["other_anomaly_types"]
         del result
     t.walls = walls
@@ -379,6 +380,7 @@ class SparkRun:
     verdict: str
     load: float  # 1-minute load average as the check began
     used: Usage
+    steps: dict[str, float]  # the pipeline's own seconds per step (results.json's `seconds`)
 
 
 def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> SparkRun:
@@ -402,11 +404,13 @@ def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> Sp
             output.seek(0)
             text = output.read()
         results = out / "results.json"
+        steps: dict[str, float] = {}
         if results.exists():
-            verdict = json.loads(results.read_text()).get("verdict", "?")
+            found = json.loads(results.read_text())
+            verdict, steps = found.get("verdict", "?"), found.get("seconds", {})
         else:
             verdict = f"exit {proc.returncode}: {text.strip()[-300:]}"
-        return SparkRun(size, len(txns), write, wall, f"{model}: {verdict}", load, used)
+        return SparkRun(size, len(txns), write, wall, f"{model}: {verdict}", load, used, steps)
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -580,6 +584,14 @@ def main() -> None:
                 f"ΔRSS {fmt(t.rss_mib, '.0f')} MiB, valid {t.valid} {t.error or ''}".rstrip(),
                 flush=True,
             )
+            if t.cyclic and t.cyclic["txns"]:
+                c = t.cyclic
+                print(
+                    f"    in cycles: {c['txns']} txns in {c['components']} component(s), the "
+                    f"largest {c['largest']}, all decided: "
+                    f"{'cycle-search-timeout' not in (t.anomalies or [])}",
+                    flush=True,
+                )
             if args.tracemalloc and t.error is None:
                 t.traced_mib = traced_peak(txns, model, args.budget)
             if profile_size == n:
@@ -590,6 +602,9 @@ def main() -> None:
                 run = spark_check(txns, model, args.tmp, n)
                 sparks.append(run)
                 print(f"  harness check: {run.wall_s:.1f} s, {run.verdict}", flush=True)
+                if run.steps:
+                    steps = ", ".join(f"{k} {v:.1f}" for k, v in run.steps.items())
+                    print(f"    its steps (s): {steps}", flush=True)
         del txns
 
     print_table(rows, args.repeat)

@@ -3,8 +3,9 @@
 Every checker reads that table: the plain judgments as dicts (checkers.operations), the Spark
 feeds from its Parquet (checkers/spark/history_table.py). Each line is one event
 (core.history.Event); an operation is an invocation paired with the next event of its process,
-its completion. The lines are decoded in one call (msgspec) and paired with numpy, so that a
-history of millions of events takes seconds. What is wrong is said in one sentence that names
+its completion. The lines are decoded some megabytes at a time, each piece in one call (msgspec),
+and paired with numpy, so that a history of millions of events takes seconds and its events
+never all exist as Python objects at once. What is wrong is said in one sentence that names
 the line or the event; blank lines are passed over; a last line cut off by a crash (no newline
 after it, and not JSON) is skipped with a note.
 
@@ -19,7 +20,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 import numpy as np
@@ -58,6 +59,7 @@ _TYPE_CODES = {t: i for i, t in enumerate(EVENT_TYPES)}
 _EVENTS = msgspec.json.Decoder(list[Event])
 _EVENT = msgspec.json.Decoder(Event)
 _NEWLINE_AS_COMMA = bytes.maketrans(b"\n", b",")
+CHUNK_BYTES = 32 * 2**20  # of whole lines decoded at a time
 
 
 @dataclass(frozen=True)
@@ -84,14 +86,25 @@ def read(path: Path, workload: str | None = None, writes: Writes | None = None) 
     if not path.is_file():
         raise BadInput(f"history file {path} does not exist")
     end, notes = _extent(path)
-    events = _decode(path, end)
-    if not events:
+    parts = []
+    for events in _decoded(path, end):
+        if events is None:  # not one event a line: the whole history line by line, naming
+            # the first line that is no event
+            events = list(_by_line(path, end))
+            parts = [_columns(events)] if events else []
+            break
+        if events:
+            parts.append(_columns(events))
+    if not parts:
         raise BadInput(
             f"{path} holds no events: there is nothing to check (a run that recorded nothing, "
             "or not the history meant?)"
         )
-    columns = _columns(path, events)
-    del events  # the columns hold all that is needed
+    columns = _merged(parts)
+    del parts
+    ordered = np.sort(columns.index)
+    if (twice := ordered[1:][ordered[1:] == ordered[:-1]]).size:
+        raise BadInput(_shared_index(path, int(twice[0])))
     pairs = _pairs(columns)
     ops = _table(columns, pairs, workload)
     return History(fill_writes(ops, writes), len(columns.index), notes)
@@ -120,23 +133,50 @@ def _extent(path: Path) -> tuple[int, list[str]]:
     return size - len(last), [PARTIAL_LINE_NOTE]
 
 
-def _decode(path: Path, end: int) -> list[Event]:
-    """The events of the first `end` bytes: in one call when every line is one event, else
-    line by line, which names the first line that is none."""
-    text = bytearray(end + 2)
+def _decoded(path: Path, end: int) -> Iterator[list[Event] | None]:
+    """The events of the first `end` bytes, CHUNK_BYTES of whole lines at a time, each chunk in
+    one call (so a history of millions of events never exists as Python objects all at once);
+    None, and no more, at the first chunk that is not one event a line."""
     with path.open("rb") as f:
-        f.readinto(memoryview(text)[1 : end + 1])
+        start = 0
+        while start < end:
+            stop = _line_end(f, start, end)
+            f.seek(start)
+            events = _decode(f.read(stop - start))
+            yield events
+            if events is None:
+                return
+            start = stop
+
+
+def _line_end(f: BinaryIO, start: int, end: int) -> int:
+    """Where a chunk that begins at `start` ends: after the last newline within CHUNK_BYTES
+    (or after the first one beyond, for a longer line), or at `end`."""
+    if end - start <= CHUNK_BYTES:
+        return end
+    position = start + CHUNK_BYTES
+    f.seek(start)
+    cut = f.read(CHUNK_BYTES).rfind(b"\n")
+    while cut < 0 and position < end:  # one line longer than a chunk
+        f.seek(position)
+        block = f.read(min(CHUNK_BYTES, end - position))
+        if (at := block.find(b"\n")) >= 0:
+            return position + at + 1
+        position += len(block)
+    return end if cut < 0 else start + cut + 1
+
+
+def _decode(chunk: bytes) -> list[Event] | None:
+    """The events of whole lines in one call, or None when they are not one event a line."""
     # The lines as one JSON array (each newline but the last a comma): it fails on a blank line,
     # a line with two values or anything after its value, and an event spread over lines.
-    last_newline = end and text[end] == ord("\n")
-    text = text.translate(_NEWLINE_AS_COMMA)
-    text[0], text[-1] = ord("["), ord("]")
-    if last_newline:
-        text[end] = ord(" ")
+    text = bytearray(b"[") + chunk.translate(_NEWLINE_AS_COMMA) + b"]"
+    if chunk.endswith(b"\n"):
+        text[-2] = ord(" ")
     try:
         return _EVENTS.decode(text)
     except (msgspec.DecodeError, ValueError):
-        return list(_by_line(path, end))
+        return None
 
 
 def _by_line(path: Path, end: int) -> Iterator[Event]:
@@ -237,18 +277,16 @@ class _Columns(NamedTuple):
     warning: pa.Array
 
 
-def _columns(path: Path, events: list[Event]) -> _Columns:
-    """The events' fields as arrays; an index two events share is bad input."""
+def _columns(events: list[Event]) -> _Columns:
+    """The events' fields as arrays."""
     fields = {name: list(map(attrgetter(name), events)) for name in Event.__struct_fields__}
     index = np.fromiter(fields["index"], np.int64, len(fields["index"]))
     time = np.fromiter(fields["time"], np.int64, len(index))
-    ordered = np.sort(index)
-    if (twice := ordered[1:][ordered[1:] == ordered[:-1]]).size:
-        raise BadInput(_shared_index(path, int(twice[0])))
     processes, process = _codes(fields["process"])
     # a process is its text: 5 and "5" are one
     names = list(dict.fromkeys(map(str, processes)))
-    process = np.array([names.index(str(p)) for p in processes], np.int64)[process]
+    number = {name: i for i, name in enumerate(names)}
+    process = np.array([number[str(p)] for p in processes], np.int64)[process]
     kind = np.fromiter(map(_TYPE_CODES.__getitem__, fields["type"]), np.int8, len(index))
     fs, f = _codes(fields["f"])
     values = _texts(fields.pop("value"))
@@ -259,6 +297,36 @@ def _columns(path: Path, events: list[Event]) -> _Columns:
     lsn = pa.array(fields["lsn"], pa.int64())
     write = pa.array(fields["write"], pa.bool_())
     return _Columns(index, time, process, names, kind, f, fs, values, **texts, lsn=lsn, write=write)
+
+
+def _merged(parts: list[_Columns]) -> _Columns:
+    """The columns of consecutive chunks as one, each chunk's codes of processes and fs
+    renumbered into the distinct values of all."""
+    if len(parts) == 1:
+        return parts[0]
+    names = list(dict.fromkeys(n for part in parts for n in part.names))
+    fs = list(dict.fromkeys(f for part in parts for f in part.fs))
+
+    def recoded(codes: np.ndarray, local: list[str], into: list[str]) -> np.ndarray:
+        number = {v: i for i, v in enumerate(into)}
+        return np.array([number[v] for v in local], np.int64)[codes]
+
+    def joined(name: str) -> pa.Array:
+        return pa.concat_arrays([getattr(part, name) for part in parts])
+
+    return _Columns(
+        index=np.concatenate([part.index for part in parts]),
+        time=np.concatenate([part.time for part in parts]),
+        process=np.concatenate([recoded(p.process, p.names, names) for p in parts]),
+        names=names,
+        kind=np.concatenate([part.kind for part in parts]),
+        f=np.concatenate([recoded(p.f, p.fs, fs) for p in parts]),
+        fs=fs,
+        **{name: joined(name) for name in _Columns._fields if name in _ARROW_FIELDS},
+    )
+
+
+_ARROW_FIELDS = ("values", "node", "error", "workload", "lsn", "write", "warning")
 
 
 def _texts(raws: list[msgspec.Raw]) -> pa.Array:

@@ -25,6 +25,7 @@ from workloads.bank import Bank as BankWorkload
 if TYPE_CHECKING:
     from checkers.spark.session import Spark
 
+SLOW_CHECK_S = 10.0  # a check this long says where its time went
 # Worst first: an infrastructure error, bad input, an anomaly, an undecided check, valid.
 SEVERITY = [EXIT_INFRA, EXIT_BAD_INPUT, 1, 2, 0]
 
@@ -269,6 +270,14 @@ def print_verdict(console: Console, results: dict[str, Any], out_dir: Path) -> N
         console.print(f"whole again {recovered:.1f} s after the last fault healed")
     if untested(results):
         summary.append("but no moment was reached: see the note")
+    seconds = results.get("seconds") or {}
+    if (took := sum(seconds.values())) >= SLOW_CHECK_S:
+        slowest = sorted(seconds.items(), key=lambda kv: -kv[1])[:3]
+        console.print(
+            f"[dim]the check took {took:.1f} s: "
+            + ", ".join(f"{name} {s:.1f}" for name, s in slowest)
+            + "[/]"
+        )
     console.print(
         f"[bold {colour}]{results['verdict']}[/]"
         + (f" ({'; '.join(summary)})" if summary else "")

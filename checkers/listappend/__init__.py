@@ -144,6 +144,13 @@ def judge(
         "also_not": also_not,
         "txn_count": len(txns),
         "edge_count": pairs,
+        # what the cycle search had to decide: transactions in cycles, in how many
+        # components, the largest of them
+        "cyclic": {
+            "txns": sum(g.components),
+            "components": len(g.components),
+            "largest": g.components[0] if g.components else 0,
+        },
         "other_anomaly_types": sorted(set(found) - set(reported)),
     }
 

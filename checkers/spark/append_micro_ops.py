@@ -46,6 +46,7 @@ _DIGITS_AS_ONES = bytes.maketrans(b"0123456789", b"1" * 10)
 _LONG_NUMBER = b"1" * 39
 _FS = pa.array(["append", "r"])  # a row's f, by whether it reads
 _TXN_COLUMNS = ("invoke_index", "type", "invoke_time", "complete_time", "node", "error", "value")
+_DECODED_TXNS = 200_000  # transactions whose micro-operations are decoded at a time
 
 
 def explode(txn_ops: DataFrame) -> DataFrame:
@@ -104,21 +105,20 @@ def store_by_key(ops: pa.Table, path: Path) -> bool:
 
 def _rows(txns: pa.Table) -> pa.Table | None:
     """The micro-operations of these transactions sorted by key, or None."""
-    text = joined_array(txns["value"].combine_chunks())
-    if any(t in text for t in _RESPELLED) or _LONG_NUMBER in text.translate(_DIGITS_AS_ONES):
-        return None
-    with paused_gc():  # millions of small objects, none of them garbage
-        try:
-            decoded = _TXNS.decode(text)
-        except msgspec.ValidationError:
+    values = txns["value"].combine_chunks()
+    pieces = []
+    for start in range(0, len(values), _DECODED_TXNS):
+        piece = _micro_ops(values.slice(start, _DECODED_TXNS))
+        if piece is None:
             return None
-        counts = np.fromiter(map(len, decoded), np.int64, len(decoded))
-        flat = list(itertools.chain.from_iterable(decoded))
-        del decoded
-        fs, keys, args = (list(map(operator.itemgetter(i), flat)) for i in range(3))
-        del flat
-        key_texts, arg_texts = raw_texts(keys), raw_texts(args)
-        reads = np.fromiter(map("r".__eq__, fs), np.int8, len(fs))
+        pieces.append(piece)
+    if not pieces:
+        return None
+    counts = np.concatenate([p[0] for p in pieces])
+    reads = np.concatenate([p[1] for p in pieces])
+    key_texts = pa.concat_arrays([p[2] for p in pieces])
+    arg_texts = pa.concat_arrays([p[3] for p in pieces])
+    del pieces
     if not pc.all(pc.match_substring_regex(key_texts, _PLAIN_KEY), min_count=0).as_py():
         return None
     txn = np.repeat(np.arange(len(counts)), counts)
@@ -142,6 +142,28 @@ def _rows(txns: pa.Table) -> pa.Table | None:
             "arg": arg_texts.take(order),
         }
     )
+
+
+def _micro_ops(values: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array, pa.Array] | None:
+    """Some transactions' micro-operations: how many each has, which read, their keys and
+    arguments as JSON texts; None when one holds what `explode` might read otherwise. Taken
+    _DECODED_TXNS transactions at a time, so that a history's micro-operations never all exist
+    as Python objects at once."""
+    text = joined_array(values)
+    if any(t in text for t in _RESPELLED) or _LONG_NUMBER in text.translate(_DIGITS_AS_ONES):
+        return None
+    with paused_gc():  # many small objects, none of them garbage
+        try:
+            decoded = _TXNS.decode(text)
+        except msgspec.ValidationError:
+            return None
+        counts = np.fromiter(map(len, decoded), np.int64, len(decoded))
+        flat = list(itertools.chain.from_iterable(decoded))
+        del decoded
+        fs, keys, args = (list(map(operator.itemgetter(i), flat)) for i in range(3))
+        del flat
+        reads = np.fromiter(map("r".__eq__, fs), np.int8, len(fs))
+        return counts, reads, raw_texts(keys), raw_texts(args)
 
 
 def _write(rows: pa.Table, path: Path) -> None:

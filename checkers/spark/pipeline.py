@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import shutil
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,12 @@ def analyze(
                 if builders[w](mine, path):
                     built.add(w)
 
+        # wall seconds of each step: what a slow check spent its time on
+        seconds: dict[str, float] = {}
+        began = time.perf_counter()
         progress("reading the history into the operations table")
         event_count, notes = store_operations(history, table, tag, build_own, writes)
+        seconds["reading"] = round(time.perf_counter() - began, 3)
         # The checkers read the table as written: no copy of the operations stays in memory.
         session = session_of(spark)
         ops = session.read.parquet(str(table))
@@ -83,12 +88,16 @@ def analyze(
             own_table = session.read.parquet(str(own[workload])) if workload in built else None
             for checker in checks[workload]:
                 progress(f"the {checker.name} checker")
+                began = time.perf_counter()
                 results[checker.name] = annotated(
                     _run(checker.name, mine, params.get(checker.name, {}), own_table)
                 )
+                seconds[checker.name] = round(time.perf_counter() - began, 3)
         for checker in ALWAYS:
             progress(f"the {checker.name} checker")
+            began = time.perf_counter()
             results[checker.name] = annotated(_run(checker.name, ops, params.get(checker.name, {})))
+            seconds[checker.name] = round(time.perf_counter() - began, 3)
 
         others = {c["workload"] for c in results[STATS.name]["counts"]} - {None, *workloads}
         notes.extend(
@@ -103,6 +112,7 @@ def analyze(
             "checkers": results,
             "notes": notes,
             "history": {"path": str(history), "events": event_count},
+            "seconds": seconds,
         }
 
 

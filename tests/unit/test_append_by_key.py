@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from checkers import reader
 from checkers.listappend.history import Txn, write_history
 from checkers.spark import append_micro_ops
 from checkers.spark.append_keys import KeyPass, _analysed, _each_key_once, key_pass
@@ -104,6 +105,21 @@ def test_a_generated_history_gets_the_same_pass_from_its_table_by_key(
         for p in (passed, key_pass(ops))
     ]
     assert reasons[0] == reasons[1] != {}
+
+
+def test_the_table_by_key_is_the_same_when_its_transactions_are_decoded_in_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows are made a piece of the transactions at a time (a large history's
+    micro-operations never all exist as Python objects); pieces of 97 give the rows of one."""
+    path = tmp_path / "history.jsonl"
+    write_history(generated(7), path)
+    ops = reader.read(path, "append").ops
+    assert store_by_key(ops, tmp_path / "whole")
+    monkeypatch.setattr(append_micro_ops, "_DECODED_TXNS", 97)
+    assert store_by_key(ops, tmp_path / "pieces")
+    whole, pieces = (pq.read_table(tmp_path / n) for n in ("whole", "pieces"))
+    assert whole.num_rows > 1000 and pieces.to_pylist() == whole.to_pylist()
 
 
 def test_each_crafted_history_gets_the_same_pass_from_its_table_by_key(

@@ -190,6 +190,13 @@ def test_a_cycle_is_explained_edge_by_edge() -> None:
     assert {s["edge"] for s in anomaly["steps"]} == {"rw", "wr"}
 
 
+def test_the_result_says_how_much_of_the_history_lies_in_cycles() -> None:
+    """The two transactions of a G-single cycle are one component; a valid history has none."""
+    history, near_miss, _ = CASES["G-single-item"]
+    assert check(history, "serializable")["cyclic"] == {"txns": 2, "components": 1, "largest": 2}
+    assert check(near_miss, "serializable")["cyclic"] == {"txns": 0, "components": 0, "largest": 0}
+
+
 def test_no_dependencies_is_unknown() -> None:
     result = check([txn(1, A("x", 1)), txn(2, A("y", 1))], "serializable")
     assert result["valid"] == "unknown"

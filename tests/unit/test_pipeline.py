@@ -118,7 +118,12 @@ def test_each_step_is_announced_as_it_begins(
     """`harness check` names the step under way: a large history takes a minute."""
     steps: list[str] = []
     history = write_history(mixed(lost=False))
-    analyze(spark, history, tmp_path, checks("bank", "set"), BANK, steps.append)
+    result = analyze(spark, history, tmp_path, checks("bank", "set"), BANK, steps.append)
+    # and says how long each took, so a slow check says where its time went
+    assert list(result["seconds"]) == [
+        "reading", "bank", "set", "stats", "availability", "cluster-state", "logs"
+    ]  # fmt: skip
+    assert all(s >= 0 for s in result["seconds"].values())
     assert steps == [
         "reading the history into the operations table",
         "the bank checker",

@@ -288,3 +288,44 @@ def test_processes_are_their_text_and_blank_lines_are_passed_over(
     )
     ops = ops_of(path)
     assert [(op["process"], op["type"]) for op in ops] == [(4, "ok"), ("01", "info")]
+
+
+def chunked_history() -> list[dict[str, Any] | str]:
+    """Operations of several processes and fs, one with a value longer than a chunk."""
+    events: list[dict[str, Any] | str] = []
+    for i in range(60):
+        process, f = (i % 4, ["add", "read", "txn"][i % 3])
+        value = "x" * 900 if i == 31 else [i, {"k": str(i)}]
+        events.append({"process": process, "type": "invoke", "f": f, "value": value})
+        done = "ok" if i % 5 else "fail"
+        events.append(
+            {"process": process, "type": done, "f": f, "value": value, "node": f"n{i % 3}"}
+        )
+    events.append({"process": "nemesis", "type": "info", "f": "start-kill", "value": {"n": 1}})
+    return events
+
+
+def test_a_history_read_in_chunks_is_the_history_read_whole(
+    write_history: WriteHistory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decoded a chunk of lines at a time (a line longer than a chunk among them), the table
+    is the one a single decode makes, codes of processes and fs merged across chunks."""
+    path = write_history(chunked_history())
+    whole = read(path).ops
+    monkeypatch.setattr("checkers.reader.CHUNK_BYTES", 300)
+    assert read(path).ops.to_pylist() == whole.to_pylist()
+    assert read(path).events == len(chunked_history())
+
+
+def test_a_bad_line_in_a_later_chunk_is_named_and_a_shared_index_across_chunks_too(
+    write_history: WriteHistory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("checkers.reader.CHUNK_BYTES", 300)
+    events = chunked_history()
+    with pytest.raises(BadInput, match="line 100 is not a valid event"):
+        read(write_history([*events[:99], "{not json", *events[99:]]))
+    # blank lines in a later chunk are passed over, as in one read
+    assert len(read(write_history([*events[:99], "", *events[99:]])).ops) == 61
+    twice = [*events, {"index": 3, "time": 0, "process": 9, "type": "invoke", "f": "add"}]
+    with pytest.raises(BadInput, match="both have index 3"):
+        read(write_history(twice))
