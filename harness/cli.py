@@ -26,6 +26,7 @@ from core.errors import BadInput, InfraError
 from core.verdict import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERRUPTED
 from harness.config import SCHEDULE, RunConfig, split_names
 from nemesis import ALL, NONE, PACKAGES, replay
+from workloads.base import WorkloadOptions
 
 console = Console(stderr=False, highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -161,9 +162,9 @@ def cli() -> None:
     "--chains",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="A JSON file of aimed chains (a list, or a run's config.json: `harness explore` "
-    "writes the chains it chose there): the aimed package's faults, in turn, instead of drawn "
-    "from the seed. --nemesis is then aimed unless given.",
+    help="A JSON file of aimed chains or seeds' histories (a list, or a run's config.json: "
+    "`harness explore` writes the chains it chose there): the aimed package's faults, in turn, "
+    "instead of drawn from the seed. --nemesis is then aimed unless given.",
 )
 @click.option(
     "--schedule",
@@ -221,6 +222,28 @@ def cli() -> None:
     show_default=True,
     help="Milliseconds: the most a transaction pauses, at random, between two of its statements "
     "(Jepsen's widening of the windows in which transactions overlap).",
+)
+@click.option(
+    "--key-count",
+    type=int,
+    default=WorkloadOptions.key_count,
+    show_default=True,
+    help="append: keys in flight at once (Jepsen's key-count); more keys, fewer transactions "
+    "in conflict.",
+)
+@click.option(
+    "--max-writes-per-key",
+    type=int,
+    default=WorkloadOptions.max_writes_per_key,
+    show_default=True,
+    help="append: appends to a key before it retires and a fresh key takes its place.",
+)
+@click.option(
+    "--max-txn-length",
+    type=int,
+    default=WorkloadOptions.max_txn_length,
+    show_default=True,
+    help="append: the most micro-operations (appends and reads) in one transaction.",
 )
 @click.option(
     "--cancel-after",
@@ -384,6 +407,9 @@ def run_config(opts: dict[str, Any]) -> RunConfig:
         model=opts["model"],
         op_timeout=float(opts["op_timeout"]),  # type: ignore[arg-type]
         op_pause_ms=float(opts["op_pause"]),  # type: ignore[arg-type]
+        key_count=int(opts["key_count"]),  # type: ignore[arg-type]
+        max_writes_per_key=int(opts["max_writes_per_key"]),  # type: ignore[arg-type]
+        max_txn_length=int(opts["max_txn_length"]),  # type: ignore[arg-type]
         cancel_after=opts["cancel_after"],  # type: ignore[arg-type]
         settle=float(opts["settle"]),  # type: ignore[arg-type]
         max_recovery=opts["max_recovery"],  # type: ignore[arg-type]

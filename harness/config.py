@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import BadInput
+from workloads.base import WorkloadOptions
 from workloads.postgres import ISOLATION_LEVELS
 
 SCHEDULE = "schedule"  # the nemesis of a run whose faults replay a schedule (`--schedule`)
@@ -31,6 +32,10 @@ class RunConfig:
     model: str | None = None
     op_timeout: float = 5.0
     op_pause_ms: float = 0.0  # the most a transaction pauses between its statements
+    # the append workload's shape, as Jepsen's list-append names its knobs
+    key_count: int = WorkloadOptions.key_count
+    max_writes_per_key: int = WorkloadOptions.max_writes_per_key
+    max_txn_length: int = WorkloadOptions.max_txn_length
     cancel_after: float | None = None  # seconds before a client cancels its statement
     settle: float = 5.0
     max_recovery: float | None = None  # seconds; past it a recovery makes the run invalid
@@ -68,6 +73,13 @@ class RunConfig:
             raise BadInput(f"--op-timeout must be positive, got {self.op_timeout:g}")
         if self.op_pause_ms < 0:
             raise BadInput(f"--op-pause must be 0 (none) or positive, got {self.op_pause_ms:g}")
+        for flag, value in (
+            ("--key-count", self.key_count),
+            ("--max-writes-per-key", self.max_writes_per_key),
+            ("--max-txn-length", self.max_txn_length),
+        ):
+            if value < 1:
+                raise BadInput(f"{flag} must be at least 1, got {value}")
         if self.cancel_after is not None and self.cancel_after <= 0:
             raise BadInput(f"--cancel-after must be positive, got {self.cancel_after:g}")
         if self.isolation not in ISOLATION_LEVELS:

@@ -123,7 +123,12 @@ class Runner:
         if model is None and self.kind_class.realtime_order_of(checked):
             model = REALTIME_MODEL_FOR_ISOLATION.get(cfg.isolation)
         self.options = WorkloadOptions(
-            isolation=cfg.isolation, model=model, op_pause=cfg.op_pause_ms / 1000
+            isolation=cfg.isolation,
+            model=model,
+            op_pause=cfg.op_pause_ms / 1000,
+            key_count=cfg.key_count,
+            max_writes_per_key=cfg.max_writes_per_key,
+            max_txn_length=cfg.max_txn_length,
         )
         self.workloads = build_workloads(cfg.workloads, self.options)
         self.plan = TestPlan.of_run(
@@ -139,7 +144,7 @@ class Runner:
             coordinated = self.kind_class.coordinated_with(self.plan.options)
             nemesis.validate(cfg.nemesis, nodes, cfg.cluster, coordinated, self.kind_class)
         if cfg.chains is not None:  # checked against the kind's moments before anything starts
-            nemesis.chained(cfg.chains, self.plan.moments)
+            nemesis.chained(cfg.chains, self.plan.moments, nodes)
         self.backend = make_backend(cfg.backend, **cfg.backend_options)
         # the packages whose needs the backend must meet: those the schedule's faults come from
         self.packages = cfg.nemesis if self.replayed is None else replay.packages(self.replayed)

@@ -149,6 +149,18 @@ def said_of_itself(row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
+def replication_confs(names: list[str], options: Mapping[str, Any]) -> dict[str, str]:
+    """Each node's replication.conf: whom a commit waits for, and on the last standby (the
+    last node) the replay held back by `apply_delay` ms."""
+    conf = (
+        f"synchronous_standby_names = '{standby_names(options['replication'], names)}'\n"
+        f"synchronous_commit = {options['synchronous_commit']}\n"
+    )
+    delay = options.get("apply_delay") or 0
+    held = f"recovery_min_apply_delay = '{delay:g}ms'\n" if delay else ""
+    return {name: conf + (held if name == names[-1] and len(names) > 1 else "") for name in names}
+
+
 class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
     name = "streaming"
     about = "plain Postgres streaming replication: a primary and hot standbys"
@@ -179,6 +191,15 @@ class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
             choices=SYNCHRONOUS_COMMIT,
         ),
         READ_FROM_OPTION,
+        KindOption(
+            "apply_delay",
+            float,
+            "Milliseconds the last standby holds back replaying what it received "
+            "(recovery_min_apply_delay; default 0): its reads see an older state, a control "
+            "for checkers that must not take a stale snapshot for an anomaly.",
+            default=0.0,
+            least=0,
+        ),
     )
     collected = (pg.LOG_DIR, f"{pg.PGDATA}/conf.d")
     poll_records = (StreamingPoll,)
@@ -219,13 +240,9 @@ class StreamingCluster(StandbyReads, ClusterKind, OperatorFailover):
             lambda: self.streaming_from(primary) == replicas,
             120,
         )
-        names = [n.name for n in self.nodes]
-        conf = (
-            f"synchronous_standby_names = '{standby_names(replication, names)}'\n"
-            f"synchronous_commit = {self.options['synchronous_commit']}\n"
-        )
+        confs = replication_confs([n.name for n in self.nodes], self.options)
         for node in self.nodes:
-            node.put_file(REPLICATION_CONF, conf.encode(), owner="postgres")
+            node.put_file(REPLICATION_CONF, confs[node.name].encode(), owner="postgres")
             pg.psql(node, "SELECT pg_reload_conf()")
 
     def upstream(self, node: Node, primary: str) -> bytes:

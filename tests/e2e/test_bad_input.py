@@ -63,6 +63,7 @@ def test_bad_number() -> None:
     assert_one_sentence(harness("run", "--time", "-5"))
     assert "--op-pause must be" in assert_one_sentence(harness("run", "--op-pause", "-1"))
     assert "--cancel-after must be" in assert_one_sentence(harness("run", "--cancel-after", "0"))
+    assert "--key-count must be" in assert_one_sentence(harness("run", "--key-count", "0"))
 
 
 def test_missing_docker_engine(store: Path) -> None:

@@ -1,8 +1,10 @@
 """What a client does besides running operations: pausing between a transaction's statements
-(--op-pause), and cancelling (--cancel-after), which only a Postgres client can."""
+(--op-pause), cancelling (--cancel-after), which only a Postgres client can, and the append
+workload's shape (--key-count, --max-writes-per-key, --max-txn-length)."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from checkers.operations import annotated, with_warnings
 from core.endpoint import Endpoint, Protocol
 from core.errors import BadInput
+from harness.config import RunConfig
 from workloads import build
 from workloads.base import WorkloadOptions
 from workloads.clients import client_for
@@ -114,3 +117,24 @@ def test_a_cycle_says_where_its_transactions_ran_when_they_ran_apart() -> None:
     )
     assert first["nodes"] == {"T3": "n1", "T5": "n1", "T8": "n2", "T9": None}
     assert second == together and third == lost  # on one node; not a cycle
+
+
+def test_the_append_workloads_shape_follows_jepsens_knobs() -> None:
+    """--key-count keys in flight, --max-txn-length micro-operations at most, and a key retired
+    after --max-writes-per-key appends; a knob below one is refused with one sentence."""
+    (append,) = build(
+        ["append"], WorkloadOptions(key_count=50, max_txn_length=2, max_writes_per_key=3)
+    )
+    rng = random.Random(0)
+    txns = [append.next_op(rng)[1] for _ in range(2000)]
+    assert max(len(t) for t in txns) == 2
+    keys = [m[1] for t in txns for m in t]
+    assert len(set(keys[:200])) > 20  # many keys in flight at once, not five
+    appended: dict[int, int] = {}
+    for t in txns:
+        for f, k, _ in t:
+            appended[k] = appended.get(k, 0) + (f == "append")
+    assert max(appended.values()) <= 3
+    for flag in ("key_count", "max_writes_per_key", "max_txn_length"):
+        with pytest.raises(BadInput, match=f"--{flag.replace('_', '-')} must be at least 1"):
+            RunConfig(**{flag: 0}).validate()  # type: ignore[arg-type]

@@ -14,7 +14,12 @@ import nemesis
 from checkers.cluster_state import DeposedAcknowledged, check
 from checkers.moments import StandbyBehind, occurrences
 from clusters.kinds.base import OperatorFailover
-from clusters.kinds.streaming import StreamingCluster, standby_names, upstream_conf
+from clusters.kinds.streaming import (
+    StreamingCluster,
+    replication_confs,
+    standby_names,
+    upstream_conf,
+)
 from clusters.registry import cluster_kind
 from core.errors import BadInput
 from core.polls import Round, StreamingPoll, encode_round, read_rounds
@@ -55,8 +60,11 @@ def test_the_kind_is_registered_with_its_options_checked() -> None:
         "replication": "async",
         "synchronous_commit": "on",
         "read_from": "primary",
+        "apply_delay": 0.0,
     }
     assert kind.nodes_needed(options) == 3
+    with pytest.raises(BadInput, match="--apply-delay must be at least 0"):
+        kind.checked_options({"apply_delay": -5})
     with pytest.raises(BadInput, match="--replication 'semi'"):
         kind.checked_options({"replication": "semi"})
     with pytest.raises(BadInput, match="--replicas must be at least 1"):
@@ -153,3 +161,16 @@ def test_the_seed_draws_how_the_primary_is_fenced() -> None:
     fences = {Promote.planned(["n1", "n2", "n3"], random.Random(seed)).fence for seed in range(20)}
     assert fences == {"stop", "isolate"}
     assert Promote("isolate").plan() == {"fault": "promote", "fence": "isolate"}
+
+
+def test_only_the_last_standby_holds_its_replay_back() -> None:
+    """--apply-delay: the last node (a standby) gets recovery_min_apply_delay, the others the
+    same replication settings without it; none with no delay."""
+    names = ["n1", "n2", "n3"]
+    options = StreamingCluster.checked_options({"apply_delay": 2000})
+    confs = replication_confs(names, options)
+    assert "recovery_min_apply_delay = '2000ms'" in confs["n3"]
+    assert not any("apply_delay" in confs[n] for n in ("n1", "n2"))
+    assert confs["n1"] == confs["n2"] == confs["n3"].split("recovery_min")[0]
+    plain = replication_confs(names, StreamingCluster.checked_options({}))
+    assert not any("apply_delay" in c for c in plain.values())
