@@ -55,6 +55,31 @@ CASES: dict[str, tuple[str, tuple[str, ...], str | None]] = {
          "kill-patroni", "--nemesis-interval", "60", "--time", "600"),
         None,
     ),
+    "patroni-cancelled": (
+        "FINDINGS Patroni 2: a cancelled COMMIT acknowledged, then lost (patroni#1412)",
+        ("--cluster", "patroni", "--patroni-sync", "quorum", "--workload", "set", "--rate", "50",
+         "--nemesis", "partition-halves,partition-ring,partition-one,switchover,kill-postgres,"
+         "kill-patroni", "--nemesis-interval", "60", "--time", "900", "--cancel-after", "1"),
+        "lost",
+    ),
+    "streaming-cancelled": (
+        "FINDINGS streaming 1: a cancelled COMMIT acknowledged, then lost at the next failover",
+        ("--cluster", "streaming", "--replication", "sync", "--nemesis", "promote",
+         "--workload", "append,set", "--cancel-after", "1", "--time", "120"),
+        "lost",
+    ),
+    "tarantool-resurrected": (
+        "FINDINGS Tarantool 2: writes the client was told were rolled back come back",
+        ("--cluster", "tarantool", "--workload", "set", "--nemesis", "kill-primary",
+         "--time", "120"),
+        "resurrected-rollback",
+    ),
+    "repmgr-cut-off": (
+        "FINDINGS repmgr 2: a primary cut off keeps acknowledging after another is promoted",
+        ("--cluster", "repmgr", "--witness", "off", "--nemesis", "partition-primary",
+         "--time", "180"),
+        "deposed-primary-acknowledged-writes",
+    ),
 }  # fmt: skip
 COLUMNS = (
     ("case", "case"),

@@ -439,14 +439,15 @@ PAIR = " > "  # a step, then the next one of its chain
 
 def chain_steps(nemesis: Iterable[Op]) -> list[dict[str, Any]]:
     """Each aimed fault's steps in order, as its start's info says (one step for a value
-    written before chains: its moment, role and strike): {"at_s", "steps"}."""
+    written before chains: its moment, role and strike), and those of a seed's history placed
+    as the cluster elects (its phases, each begun at a moment of its own): {"at_s", "steps"}."""
     chains = []
     for op in nemesis:
         value = op.get("value")
         started = str(op["f"]).startswith("start-")
         if not isinstance(value, dict) or op["type"] != "info" or op.get("error") or not started:
             continue
-        if value.get("fault") != "aimed":
+        if value.get("fault") != "aimed" and not isinstance(value.get("steps"), list):
             continue
         steps = value.get("steps")
         if steps is None and value.get("moment"):

@@ -6,8 +6,9 @@ scenario about half the time (bench/schedule_odds.py), and the second link of a 
 never. Exploration steers instead, as Mallory steers its nemesis by the states a system reached:
 it keeps the union of the steps and pairs of steps every run reached (a corpus file under the
 store, so an exploration resumes where the last one stopped), and for each run it draws many
-candidate chains from the kind's moments, roles and strikes and gives the run those that would
-reach the most that is new: a pair of moments never reached counts most, then a step never
+candidate chains from the kind's moments, roles and strikes (and, on a kind that can have them,
+the seeds' histories, chains written by hand) and gives the run those that would reach the most
+that is new: a pair of moments never reached counts most, then a step never
 reached, each worth less the more often it was tried and not reached. Every run is a plain
 `harness run --nemesis aimed --chains …`, its chains recorded in its config.json, so a red one
 is replayed by the command printed for it.
@@ -39,6 +40,9 @@ from core.verdict import EXIT_INTERRUPTED
 from harness.check import worst
 from harness.config import RunConfig
 from nemesis.aimed import ANY, Aimed
+from nemesis.seed003 import PlacedHistory
+
+Chain = Aimed | PlacedHistory  # what a run is given: drawn from the moments, or a seed's history
 
 EXPLORE = "explore"  # the folder under the store where the corpora are kept
 CANDIDATES = 400  # chains drawn for each run, of which the most novel are given
@@ -91,7 +95,7 @@ class Corpus:
             found.add((moment_of(a), moment_of(b)))
         return found
 
-    def learn(self, chains: dict[str, Any], given: Sequence[Aimed]) -> int:
+    def learn(self, chains: dict[str, Any], given: Sequence[Chain]) -> int:
         """Add a run's reached steps and pairs (the cluster-state checker's `chains`), and
         count as tried what the chains given aimed at and did not reach, of those the run
         started (the first `chains["chains"]`: they start in turn); the number of pairs new to
@@ -114,17 +118,26 @@ def _as_pair(target: str) -> tuple[str, str] | None:
     return (a, b) if sep else None
 
 
-def targets(chain: Aimed) -> list[str]:
+def targets(chain: Chain) -> list[str]:
     """What a chain aims at, as the corpus counts it: its first step (moment:role:strike, with
     the first role it tries) and each pair of moments "A>B" it names (a step aimed at any
     moment names none)."""
-    first = f"{chain.moment.name}:{chain.roles[0]}:{chain.strike}"
-    names = [chain.moment.name, *(s.moment.name if s.moment else ANY for s in chain.then)]
+    if isinstance(chain, PlacedHistory):
+        steps = chain.steps()
+        first, names = ":".join(steps[0]), [moment for moment, _, _ in steps]
+    else:
+        first = f"{chain.moment.name}:{chain.roles[0]}:{chain.strike}"
+        names = [chain.moment.name, *(s.moment.name if s.moment else ANY for s in chain.then)]
     pairs = [f"{a}>{b}" for a, b in itertools.pairwise(names) if ANY not in (a, b)]
     return [first, *pairs]
 
 
-def novelty(chain: Aimed, corpus: Corpus, planned: set[str]) -> float:
+def links(chain: Chain) -> int:
+    """How many steps follow the chain's first."""
+    return len(chain.steps()) - 1 if isinstance(chain, PlacedHistory) else len(chain.then)
+
+
+def novelty(chain: Chain, corpus: Corpus, planned: set[str]) -> float:
     """What the chain would add to the corpus: each pair of moments and step it aims at that
     no run reached (nor a chain already planned for this run), each worth less the more often
     it was tried and not reached."""
@@ -135,7 +148,7 @@ def novelty(chain: Aimed, corpus: Corpus, planned: set[str]) -> float:
         new = pair not in reached if pair else target not in corpus.steps
         if new and target not in planned:
             worth += (NEW_PAIR if pair else 1.0) / (1 + corpus.tried.get(target, 0))
-    return worth + NEW_STEP_PAIR * (len(chain.then) > 0) / (1 + len(corpus.pairs))
+    return worth + NEW_STEP_PAIR * (links(chain) > 0) / (1 + len(corpus.pairs))
 
 
 def choose(
@@ -144,19 +157,19 @@ def choose(
     nodes: list[str],
     count: int,
     rng: random.Random,
-) -> list[Aimed]:
+) -> list[Chain]:
     """`count` chains for the next run: of CANDIDATES drawn as the aimed package draws them
-    (its seeds' histories left out), the most novel in turn, each counting what those before
-    it aim at as reached."""
-    candidates = []
+    (the seeds' histories among them, where the kind can have them), the most novel in turn,
+    each counting what those before it aim at as reached."""
+    candidates: list[Chain] = []
     while len(candidates) < CANDIDATES:
         drawn = Aimed.planned(nodes, rng, moments)
-        if isinstance(drawn, Aimed):
+        if isinstance(drawn, Aimed | PlacedHistory):
             candidates.append(drawn)
-    chosen: list[Aimed] = []
+    chosen: list[Chain] = []
     planned: set[str] = set()
     for _ in range(count):
-        best = max(candidates, key=lambda c: (novelty(c, corpus, planned), len(c.then)))
+        best = max(candidates, key=lambda c: (novelty(c, corpus, planned), links(c)))
         candidates.remove(best)
         chosen.append(best)
         planned.update(targets(best))
@@ -255,13 +268,22 @@ def explore(
 def corpus_key(cfg: RunConfig) -> dict[str, Any]:
     """What makes two explorations the same: the cluster, its options, the workloads and the
     backend (not the seed, the time or the store)."""
-    return {
+    key = {
         "cluster": cfg.cluster,
         "options": dict(sorted(cfg.cluster_options.items())),
         "workloads": list(cfg.workloads),
         "backend": cfg.backend,
         "isolation": cfg.isolation,
     }
+    # the append workload's shape, where it is not the default (so older corpora still match)
+    return key | {name: value for name, value in _shape(cfg) if value != getattr(DEFAULT, name)}
+
+
+DEFAULT = RunConfig()
+
+
+def _shape(cfg: RunConfig) -> list[tuple[str, int]]:
+    return [(n, getattr(cfg, n)) for n in ("key_count", "max_writes_per_key", "max_txn_length")]
 
 
 def replay_args(cfg: RunConfig) -> str:
@@ -280,6 +302,11 @@ def replay_args(cfg: RunConfig) -> str:
     ]
     if cfg.nemesis_interval is not None:
         flags.append(f"--nemesis-interval {cfg.nemesis_interval:g}")
+    flags += [
+        f"--{name.replace('_', '-')} {value}"
+        for name, value in _shape(cfg)
+        if value != getattr(DEFAULT, name)
+    ]
     return " ".join(flags)
 
 

@@ -54,7 +54,7 @@ from clusters.kinds.base import (
 from core.endpoint import Endpoint
 from core.errors import BadInput
 from core.history import HistoryWriter
-from nemesis import clock, packet, partition, toxic
+from nemesis import aimed, clock, packet, partition, toxic
 from nemesis.aimed import MIN_NODES as AIMED_NODES
 from nemesis.aimed import Aimed
 from nemesis.aimed import scenarios as aimed_scenarios
@@ -272,8 +272,8 @@ def packages(
     known = PACKAGES | lone_kills(kind)
     entries = []
     for name in dict.fromkeys(chosen):
-        aimed = "moments" in known[name].reads_kind
-        draws = aimed_scenarios(node_count, moments) if aimed and ALL in names else 1
+        is_aimed = "moments" in known[name].reads_kind
+        draws = aimed_scenarios(node_count, moments) if is_aimed and ALL in names else 1
         facts = {"moments": moments, "power": power, "links": links}
         entries += [_bound(known[name], facts)] * draws
     return entries
@@ -289,16 +289,19 @@ def _bound(package: Package, facts: dict[str, Any]) -> Package:
 
 
 def chained(
-    specs: Sequence[Mapping[str, Any]], moments: tuple[type[Moment], ...]
+    specs: Sequence[Mapping[str, Any]],
+    moments: tuple[type[Moment], ...],
+    node_count: int | None = None,
 ) -> Callable[[list[str], random.Random], Fault]:
     """Where the aimed package's faults come from when they are given (`--chains`): the
-    chains in turn, round and round; a chain the kind cannot have is bad input now."""
+    chains in turn, round and round; a chain the kind (of `node_count` nodes, when known)
+    cannot have is bad input now."""
     if not specs:
         raise BadInput("--chains names no chain: give a JSON list of chains")
     for spec in specs:
-        Aimed.of_spec(spec, moments)
+        aimed.of_spec(spec, moments, node_count)
     turn = itertools.cycle(specs)
-    return lambda nodes, rng: Aimed.of_spec(next(turn), moments)
+    return lambda nodes, rng: aimed.of_spec(next(turn), moments)
 
 
 def build(

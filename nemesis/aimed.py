@@ -106,6 +106,40 @@ HISTORIES = (
 )
 
 
+# A seed's history given as a chain (`--chains`, `harness explore`): {"history": its shape, …},
+# with the nodes it needs.
+PLACED: dict[str, tuple[type[seed003.PlacedHistory], int]] = {
+    seed003.Seed003.shape: (seed003.Seed003, seed003.MIN_NODES),
+    seed001.Seed001.shape: (seed001.Seed001, seed001.MIN_NODES),
+}
+
+
+def of_spec(
+    spec: Mapping[str, Any], moments: tuple[type[Moment], ...], node_count: int | None = None
+) -> Fault:
+    """A chain from its spec: an aimed fault's (`Aimed.spec`), or a seed's history placed as the
+    cluster elects (`PlacedHistory.spec`: {"history": "seed001" or "seed003", "order", "tail"});
+    one the kind (with `node_count` nodes, when known) cannot have is bad input."""
+    if "history" not in spec:
+        return Aimed.of_spec(spec, moments)
+    placed, least = PLACED.get(str(spec["history"]), (None, 0))
+    if placed is None:
+        raise BadInput(
+            f"a chain names the history {spec['history']!r}: the histories are {', '.join(PLACED)}"
+        )
+    if not any(m.name == "term-won" for m in moments):
+        raise BadInput(
+            f"a chain names {placed.shape}'s history, which this cluster kind cannot have: it "
+            "places itself as terms are won, and the kind has no term-won moment"
+        )
+    if node_count is not None and node_count < least:
+        raise BadInput(
+            f"a chain names {placed.shape}'s history, which needs {least} nodes (two computes "
+            f"and three safekeepers); this cluster has {node_count}"
+        )
+    return placed.of_spec(spec)
+
+
 def histories(node_count: int, moments: tuple[type[Moment], ...]) -> list[History]:
     """The seeds' histories a kind with these moments and nodes can have."""
     won = any(m.name == "term-won" for m in moments)

@@ -71,7 +71,6 @@ from nemesis.seed003 import (
     stood_down,
     term_start,
     terms,
-    wait,
 )
 
 MIN_KEEPERS = 3  # one with the old term's longer log, and a quorum without it
@@ -87,6 +86,11 @@ WAITS = {
     "vote": 40.0,
 }
 TAILS = ("serving", "fresh")  # whose term T's tail is of: L's serving term, or S's new one
+# The phases as a chain's steps (moment, role, strike): `serving`'s first, `fresh`'s two first
+# (the leader killed, then the new one cut off with T), then both alike.
+SERVING = (("serving", "leader", "partition-tail"),)
+FRESH = (("serving", "leader", "kill"), ("term-won", "new-leader", "partition-tail"))
+LATER = (("recorded", "new-leader", "partition-apart"), ("stood-down", "voters", "partition-vote"))
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,19 @@ class Seed001(PlacedHistory):
     def plan(self) -> dict[str, Any]:
         return super().plan() | {"tail": self.tail}
 
+    def steps(self) -> tuple[tuple[str, str, str], ...]:
+        return (FRESH if self.tail == "fresh" else SERVING) + LATER
+
+    def spec(self) -> dict[str, Any]:
+        return super().spec() | {"tail": self.tail}
+
+    @classmethod
+    def of_spec(cls, spec: Mapping[str, Any]) -> Seed001:
+        tail = spec.get("tail", "serving")
+        if tail not in TAILS:
+            raise BadInput(f"a chain's seed001 history has no tail {tail!r}: choose from {TAILS}")
+        return cls(super().of_spec(spec).order, tail)
+
     @classmethod
     def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
         if plan.get("tail", "serving") not in TAILS:
@@ -248,10 +265,10 @@ class Seed001(PlacedHistory):
             phases.append(entry)
             self.killed = Kill("role", [c.old])
             entry["killed"] = self.killed.start(cluster).get("killed")
-            polled = wait(
-                cluster, lambda p: won_by(p, c.new, before) is not None, "takeover", WAITS
-            )
+            placing.step(*FRESH[0], [c.old])
+            polled = placing.wait(lambda p: won_by(p, c.new, before) is not None, "takeover")
             if polled is None:
+                placing.step(*FRESH[1], [], reached=False)
                 return value | {"reached": False, "error": "S won no term"}
             before, donor = won_by(polled, c.new, before) or (before, "")
             entry |= {"term_won_s": at(), "term": before, "donor": donor}
@@ -259,6 +276,8 @@ class Seed001(PlacedHistory):
             c = placing.parts = recast(c, donor)
             value["cast"] = c.as_json()
         enter("tail")
+        # serving: the leader is cut off with T; fresh: the new leader, with its donor
+        placing.step(*(FRESH[1] if self.killed is not None else SERVING[0]), [c.old, *c.tail])
         if self.killed is not None:  # L back, with R
             phases[-1]["restarted"] = self.killed.stop(cluster).get("restarted")
         if isinstance(cluster, SwitchesWal):
@@ -266,16 +285,18 @@ class Seed001(PlacedHistory):
             # after its promotion carry whole pages: a new segment ships the old one's unused
             # rest to T, a tail no term's first moments outgrow
             phases[-1]["switched_wal_at"] = switch(cluster, c.old)
-        polled = wait(cluster, lambda p: elected(p, c, before), "tail", WAITS)
+        polled = placing.wait(lambda p: elected(p, c, before), "tail")
         if polled is None:
+            placing.step(*LATER[0], [], reached=False)
             return value | {"reached": False, "error": "S won no term"}
         term = max(terms(polled, c.quorum))
         start = term_start(polled, term, max(flush(polled, n) for n in c.quorum))
         phases[-1] |= {"term_won_s": at(), "term": term, "term_start": start}
-        polled = wait(cluster, lambda p: recorded(p, c, term, start), "recorded", WAITS)
+        polled = placing.wait(lambda p: recorded(p, c, term, start), "recorded")
         phases[-1] |= {"recorded_s": at() if polled else None}
         enter("apart")
-        wait(cluster, lambda p: stood_down(p, c.new), "apart", WAITS)
+        placing.step(*LATER[0], [c.new], polled is not None)
+        down = placing.wait(lambda p: stood_down(p, c.new), "apart") is not None
         polled = cluster.poll()
         bridge = bridge_of(polled, c)
         flushes = {n: flush(polled, n) for n in c.keepers()}
@@ -286,11 +307,12 @@ class Seed001(PlacedHistory):
             phases[-1]["orphan"] = orphaned(polled, c, before)
         enter("vote", bridge)
         voters = [*c.tail, bridge]
+        placing.step(*LATER[1], [*voters], reached=down)
         # what the moments' coverage counts: a term won by voters one of which holds a longer
         # log of an older term, the rest of the last term's quorum cut off
         value |= {"moment": "term-won", "role": "voters", "struck_s": at()}
         value["strike"] = {"fault": "partition", "targets": sorted(set(c.quorum) - {bridge})}
-        done = wait(cluster, lambda p: won(p, voters, term), "vote", WAITS)
+        done = placing.wait(lambda p: won(p, voters, term), "vote")
         phases[-1] |= {"committed_s": at() if done else None}
         if done:
             time.sleep(SETTLE)

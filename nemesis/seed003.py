@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from clusters.kinds.base import ClusterKind
+from core.errors import BadInput
 from core.polls import ComputePoll, Record, SafekeeperPoll
 from nemesis import grudges, partition
 from nemesis.fault import Fault, Replaying, on_nodes
@@ -180,6 +182,8 @@ class Placing:
     cluster: ClusterKind
     parts: Any
     value: dict[str, Any]
+    waits: dict[str, float] = field(default_factory=lambda: WAITS)
+    cancelled: threading.Event = field(default_factory=threading.Event)  # the run is ending
     began: float = field(default_factory=time.monotonic)
 
     def at(self) -> float:
@@ -189,12 +193,38 @@ class Placing:
     def names(self) -> list[str]:
         return [n.name for n in self.cluster.nodes]
 
+    def wait(self, condition: Callable[[Poll], bool], phase: str) -> Poll | None:
+        """The poll that shows `condition` hold, or None after the phase's wait or once the
+        run is ending (the heal waits for the history's start to return)."""
+        return wait(self.cluster, condition, phase, self.waits, self.cancelled)
+
     def enter(self, phase: str, grudge: Grudge) -> dict[str, Any]:
         """Put the phase's partition in place; its entry in "phases", for what it sees."""
         on_nodes(self.cluster.nodes, lambda node: partition.apply(node, grudge))
         entry = {"phase": phase, "at_s": self.at(), "grudge": grudges.as_json(grudge)}
         self.value["phases"].append(entry)
         return entry
+
+    def step(
+        self, moment: str, role: str, strike: str, targets: list[str], reached: bool = True
+    ) -> None:
+        """A step of the history as a chain's steps are recorded (nemesis.aimed): the moment
+        that ended the phase before it (a condition of the history's own where the kind
+        declares none), the part struck and how, so that coverage counts the history's
+        steps and pairs as it counts a chain's. A step whose moment did not come strikes
+        nothing."""
+        at = self.at()
+        self.value.setdefault("steps", []).append(
+            {
+                "moment": moment,
+                "role": role,
+                "strike": strike,
+                "reached": reached,
+                "seen_s": at if reached else None,
+                "struck_s": at if reached else None,
+                "targets": sorted(targets) if reached else [],
+            }
+        )
 
 
 class PlacedHistory(Fault):
@@ -209,8 +239,12 @@ class PlacedHistory(Fault):
     # the seed's order of the nodes) → the parts
     casting: ClassVar[Callable[[list[str], list[str], str, list[int]], Any]]
 
+    # its phases as a chain's steps, in order: (moment, role, strike) each
+    STEPS: ClassVar[tuple[tuple[str, str, str], ...]]
+
     def __init__(self, order: list[int]) -> None:
         self.order = order
+        self.cancelled = threading.Event()
 
     @classmethod
     def planned(cls, nodes: list[str], rng: random.Random) -> PlacedHistory:
@@ -218,6 +252,21 @@ class PlacedHistory(Fault):
 
     def plan(self) -> dict[str, Any]:
         return {"fault": self.name, "shape": self.shape, "order": self.order}
+
+    def steps(self) -> tuple[tuple[str, str, str], ...]:
+        """The steps its phases take, in order (`harness explore` aims at their pairs)."""
+        return self.STEPS
+
+    def spec(self) -> dict[str, Any]:
+        """As a chain is given to `harness run --chains` (nemesis.aimed.of_spec)."""
+        return {"history": self.shape, "order": self.order}
+
+    @classmethod
+    def of_spec(cls, spec: Mapping[str, Any]) -> PlacedHistory:
+        try:
+            return cls([int(i) for i in spec["order"]])
+        except (KeyError, TypeError, ValueError) as e:
+            raise BadInput(f"a chain's {cls.shape} history needs its order of nodes: {e!r}") from e
 
     @classmethod
     def replays(cls, plan: Mapping[str, Any]) -> bool:
@@ -227,9 +276,13 @@ class PlacedHistory(Fault):
     def of_plan(cls, plan: Mapping[str, Any], replaying: Replaying) -> Fault:
         return cls([int(i) for i in plan["order"]])
 
+    def cancel(self) -> None:
+        self.cancelled.set()
+
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
-        placing = Placing(cluster, None, self.plan() | {"mechanism": "iptables", "phases": []})
-        polled = wait(cluster, serving, "leader", self.waits)
+        value = self.plan() | {"mechanism": "iptables", "phases": []}
+        placing = Placing(cluster, None, value, self.waits, self.cancelled)
+        polled = placing.wait(serving, "leader")
         if polled is None:
             return placing.value | {"reached": False, "error": "no compute served"}
         names = placing.names()
@@ -254,6 +307,12 @@ class Seed003(PlacedHistory):
     shape = "seed003"
     waits = WAITS
     casting = staticmethod(cast)
+    STEPS = (
+        ("serving", "leader", "partition-tail"),
+        ("term-won", "voted-not-recorded", "partition-split"),
+        ("recorded", "new-leader", "partition-apart"),
+        ("stood-down", "new-leader", "partition-corrupt"),
+    )
 
     def run(self, placing: Placing, polled: Poll) -> dict[str, Any]:
         cluster, c, at, value = placing.cluster, placing.parts, placing.at, placing.value
@@ -264,18 +323,21 @@ class Seed003(PlacedHistory):
 
         before = max(terms(polled, c.keepers()))
         enter("tail")
-        polled = wait(cluster, lambda p: elected(p, c, before), "tail")
+        placing.step(*self.STEPS[0], [c.old, c.a])
+        polled = placing.wait(lambda p: elected(p, c, before), "tail")
         if polled is None:
+            placing.step(*self.STEPS[1], [], reached=False)
             return value | {"reached": False, "error": "S won no term"}
         voters_flush = max(flush(polled, n) for n in c.lagging)
         term = max(terms(polled, [*c.lagging, *c.recording]))
         phases[-1] |= {"term_won_s": at(), "term": term, "voters_flush": voters_flush}
         enter("split")
+        placing.step(*self.STEPS[1], list(c.lagging))
         # what the moments' coverage counts: the split strikes the term just won, cutting off
         # voters that hold no record of it yet
         value |= {"moment": "term-won", "role": "voted-not-recorded", "struck_s": at()}
         value["strike"] = {"fault": "partition", "targets": list(c.lagging)}
-        wait(cluster, lambda p: recorded(p, c, voters_flush, term), "split")
+        got = placing.wait(lambda p: recorded(p, c, voters_flush, term), "split") is not None
         time.sleep(SETTLE)
         polled = cluster.poll()
         # caught up to the term's start (below it, the donor's log) is not having its records
@@ -288,9 +350,11 @@ class Seed003(PlacedHistory):
             "flush": {n: flush(polled, n) for n in c.keepers()},
         }
         enter("apart")
-        wait(cluster, lambda p: stood_down(p, c.new), "apart")
+        placing.step(*self.STEPS[2], [c.new], reached=got)
+        down = placing.wait(lambda p: stood_down(p, c.new), "apart") is not None
         enter("corrupt")
-        done = wait(cluster, lambda p: committed(p, c, term), "corrupt")
+        placing.step(*self.STEPS[3], [c.new], reached=down)
+        done = placing.wait(lambda p: committed(p, c, term), "corrupt")
         phases[-1] |= {"committed_s": at() if done else None}
         if done:
             time.sleep(SETTLE)
@@ -305,10 +369,12 @@ def wait(
     condition: Callable[[Poll], bool],
     phase: str,
     within: dict[str, float] = WAITS,
+    cancelled: threading.Event | None = None,
 ) -> Poll | None:
-    """Poll until `condition` holds (the poll that shows it), or None after the phase's wait."""
+    """Poll until `condition` holds (the poll that shows it), or None after the phase's wait
+    (or at once when `cancelled` is set)."""
     deadline = time.monotonic() + within[phase]
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (cancelled and cancelled.is_set()):
         polled = cluster.poll()
         if condition(polled):
             return polled

@@ -249,9 +249,11 @@ def test_a_chain_strikes_the_new_leader_then_whoever_the_next_moment_names(
             assert second["targets"] == sorted(second["roles"][second["role"]]), second
             for name in second["targets"]:
                 assert not running(cluster, name), f"{name} struck by the second step"
-            # the first strike was undone once its hold ran out: the new leader runs again, or
-            # it took over again and was struck again
-            assert new in second["targets"] or "proxy" in running(cluster, new), value
+            # the first strike is undone once its hold runs out (the second link may come
+            # before it does): the new leader runs again, or it took over again and was struck
+            if new not in second["targets"]:
+                back = max(first["struck_s"] + 4.0 - second["struck_s"], 0.0) + 10.0
+                eventually(lambda: "proxy" in running(cluster, new), f"{new} let back", back)
             assert "proxy" in running(cluster, old) or old in second["targets"]  # let back
         finally:
             fault.stop(cluster)

@@ -11,12 +11,16 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from checkers.moments import CatchUp, Rebuild, Takeover, TermWon
+from core.errors import BadInput
 from harness.config import RunConfig
 from harness.explore import Corpus, Outcome, chains_per_run, choose, corpus_key, explore, targets
-from nemesis.aimed import Aimed, Then
+from nemesis.aimed import Aimed, Then, of_spec
+from nemesis.seed001 import Seed001
+from nemesis.seed003 import Seed003
 
 MOMENTS = (TermWon, Takeover, CatchUp, Rebuild)
 NODES = [f"n{i}" for i in range(1, 6)]
@@ -74,13 +78,47 @@ def test_each_run_is_given_the_chains_that_would_reach_what_no_run_reached(
     chosen = choose(corpus, MOMENTS, NODES, 4, random.Random(1))
     pairs = [t for c in chosen for t in targets(c) if ">" in t]
     assert len(pairs) >= 4 and len(set(pairs)) == len(pairs), pairs
-    assert not [p for p in pairs if p.startswith("term-won>")], pairs
+    reached = {f"term-won>{m.name}" for m in MOMENTS}
+    assert not [p for p in pairs if p in reached], pairs
     # what is chosen depends on the seed alone, given the corpus
     again = choose(corpus, MOMENTS, NODES, 4, random.Random(1))
     assert [c.spec() for c in again] == [c.spec() for c in chosen]
     # and a chain round-trips through its spec, as a run's config.json keeps it
     for c in chosen:
-        assert Aimed.of_spec(json.loads(json.dumps(c.spec())), MOMENTS).spec() == c.spec()
+        assert of_spec(json.loads(json.dumps(c.spec())), MOMENTS).spec() == c.spec()
+
+
+def test_the_seeds_histories_are_chains_explore_can_give() -> None:
+    """A seed's history aims at its phases' pairs of moments; with every drawn pair reached,
+    the histories' pairs are what is new, and they are given; a history round-trips through
+    its spec, and a kind without terms won cannot be given one."""
+    history = Seed003([4, 0, 1, 2, 3])
+    assert targets(history) == [
+        "serving:leader:partition-tail",
+        "serving>term-won",
+        "term-won>recorded",
+        "recorded>stood-down",
+    ]
+    assert targets(Seed001([0, 1, 2, 3, 4], "fresh"))[:2] == [
+        "serving:leader:kill",
+        "serving>term-won",
+    ]
+    corpus = Corpus.open(Path("/nonexistent"), {"cluster": "safekeeper"})
+    for a in MOMENTS:
+        for b in MOMENTS:
+            corpus.pairs[f"{a.name}:x:kill > {b.name}:y:kill"] = 1
+    chosen = choose(corpus, MOMENTS, NODES, 4, random.Random(2))
+    assert any(isinstance(c, Seed003 | Seed001) for c in chosen), [c.spec() for c in chosen]
+    for spec in (history.spec(), Seed001([1, 0, 2, 3, 4], "fresh").spec()):
+        assert of_spec(json.loads(json.dumps(spec)), MOMENTS).spec() == spec
+    with pytest.raises(BadInput, match="no term-won moment"):
+        of_spec(history.spec(), (Takeover,))
+    with pytest.raises(BadInput, match=r"needs 5 nodes .*this cluster has 4"):
+        of_spec(history.spec(), MOMENTS, node_count=4)
+    with pytest.raises(BadInput, match="the histories are seed003, seed001"):
+        of_spec({"history": "seed002", "order": [0]}, MOMENTS)
+    with pytest.raises(BadInput, match="no tail 'stale'"):
+        of_spec({"history": "seed001", "order": [0], "tail": "stale"}, MOMENTS)
 
 
 def test_a_run_meets_about_as_many_chains_as_its_faults() -> None:

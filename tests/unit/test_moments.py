@@ -406,6 +406,27 @@ def test_the_steps_and_pairs_a_run_reached_are_counted_up_to_where_each_chain_en
     assert steps_reached([])["steps"] == {}
 
 
+def test_a_seeds_history_counts_its_phases_as_a_chains_steps() -> None:
+    """Seed 003's history placed as the cluster elects (a partition fault, not an aimed one)
+    records each phase as a step: the moment that began it and the part it cut off. Its steps
+    and pairs are counted as a chain's; one whose condition never held ends it."""
+    phases = [
+        step("serving", "leader", "partition-tail"),
+        step("term-won", "voted-not-recorded", "partition-split"),
+        step("recorded", "new-leader", "partition-apart", False),
+    ]
+    value = {"fault": "partition", "shape": "seed003", "steps": phases}
+    found = steps_reached([nemesis_op(5, "start-partition", value)])
+    assert found["chains"] == 1
+    assert found["pairs"] == {
+        "serving:leader:partition-tail > term-won:voted-not-recorded:partition-split": 1
+    }
+    assert found["tried"][0]["steps"][-1] == "recorded:new-leader:partition-apart (not reached)"
+    # a partition of the schedule's own says no steps: no chain
+    plain = nemesis_op(9, "start-partition", {"fault": "partition", "shape": "majority"})
+    assert steps_reached([plain])["chains"] == 0
+
+
 def test_a_run_with_faults_that_reached_no_moment_tested_nothing() -> None:
     assert reached_no_moment(["pause-primary", "clock"], [0, 0])
     assert not reached_no_moment(["pause-primary"], [0, 1])

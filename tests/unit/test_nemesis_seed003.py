@@ -4,6 +4,8 @@ cluster's poll that move it from one phase to the next."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 
 import pytest
 from msgspec.structs import replace
@@ -21,6 +23,7 @@ from nemesis.seed003 import (
     recorded,
     stood_down,
     term_start,
+    wait,
 )
 
 NODES = [f"n{i}" for i in range(1, 8)]
@@ -103,3 +106,23 @@ def test_a_terms_start_is_what_its_announcement_said_in_either_variant() -> None
     history = {"n4": replace(keeper(2, 700), history=[[1, 100], [2, 650]])}
     assert term_start(history, 2, 500) == 650
     assert term_start({"n3": keeper(2, 500), "n1": ComputePoll("primary", term=2)}, 2, 500) == 500
+
+
+class Quiet:
+    """A cluster whose poll never shows what a phase waits for."""
+
+    def poll(self) -> dict:
+        return {}
+
+
+def test_a_phase_stops_waiting_once_the_run_is_ending() -> None:
+    """The heal waits for a history's start to return: cancelled (the run is ending), a
+    phase's wait gives up at once instead of at its end (45 s for the tail)."""
+    cancelled = threading.Event()
+    cancelled.set()
+    began = time.monotonic()
+    assert wait(Quiet(), lambda p: True, "tail", cancelled=cancelled) is None  # type: ignore[arg-type]
+    assert time.monotonic() - began < 1
+    history = Seed003([0, 1, 2, 3, 4])
+    history.cancel()
+    assert history.cancelled.is_set()
