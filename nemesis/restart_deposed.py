@@ -9,6 +9,9 @@ system does after a crash: the chain of two faults that one fault at a moment do
 two members then take writes, and clients that look for a writable node may find the old one.
 At its end the old primary is brought back as a standby of the one that took over, as the
 manager's manual says, so that whatever it acknowledged meanwhile is gone, as it would be.
+Where two members take writes already (an earlier fault left the cluster split), there is no
+one primary to depose: the fault does nothing and says why (crashing the newer one and
+rejoining it to the older would send the cluster's history back by its own hand).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ class RestartDeposed(UnplannedFault):
     def start(self, cluster: ClusterKind) -> dict[str, Any]:
         if not isinstance(cluster, RestartsDeposed):
             raise TypeError(f"the {cluster.name} cluster fences its old primary by itself")
+        writable = sorted(n for n, s in cluster.poll().items() if s.leads())
+        if len(writable) > 1:  # a split already: crashing one would not make a failover
+            why = f"{' and '.join(writable)} take writes already: no one primary to depose"
+            return self.plan() | {"deposed": None, "why": why}
         old = cluster.leader()
         if old is None:
             return self.plan() | {"deposed": None, "why": "no node takes writes"}

@@ -29,8 +29,17 @@ from typing import Any
 
 import psycopg
 
-from checkers.cluster_state import DeposedAcknowledged, QuietElections, Timelines
-from checkers.moments import LeaderChanged, StandbyBehind
+from checkers.cluster_state import (
+    MOST_NAMED,
+    SETTLE_S,
+    Anomaly,
+    DeposedAcknowledged,
+    Evidence,
+    QuietElections,
+    Rule,
+    Timelines,
+)
+from checkers.moments import LeaderChanged, Moment, Roles, StandbyBehind, leading
 from clusters.backend import Backend, Node
 from clusters.image import REPMGR_IMAGE
 from clusters.kinds import postgres as pg
@@ -54,7 +63,8 @@ from clusters.kinds.streaming import (
     standby_names,
 )
 from core.endpoint import Endpoint
-from core.polls import Record, StreamingPoll, lsn_text
+from core.history import Op
+from core.polls import Record, Round, StreamingPoll, lsn_text
 
 DEFAULT_MEMBERS = 3
 FENCING = ("none", "consensus", "disconnect-command")
@@ -82,8 +92,25 @@ SELECT (SELECT type FROM repmgr.nodes WHERE node_name = %(me)s),
        (SELECT u.node_name FROM repmgr.nodes n JOIN repmgr.nodes u ON u.node_id = n.upstream_node_id
          WHERE n.node_name = %(me)s),
        (SELECT string_agg(node_name, ',' ORDER BY node_id) FROM repmgr.nodes
-         WHERE type = 'primary' AND active)
+         WHERE type = 'primary' AND active),
+       (SELECT e.event || ' ' || n.node_name || CASE WHEN e.successful THEN '' ELSE ' (failed)' END
+          FROM repmgr.events e JOIN repmgr.nodes n USING (node_id)
+         ORDER BY e.event_timestamp DESC LIMIT 1)
 """
+# What the node's repmgrd keeps in the extension's shared memory: whether it runs, the seconds
+# since it last reached its upstream (-1: never, or not since Postgres started; a primary's
+# repmgrd has none), and the node an election's winner told it to follow, until it does.
+REPMGRD_QUERY = """
+SELECT repmgr.repmgrd_is_running(), repmgr.get_upstream_last_seen(),
+       (SELECT node_name FROM repmgr.nodes WHERE node_id = repmgr.get_new_primary())
+"""
+# repmgrd reaches its upstream every monitor interval: two missed (the count is whole seconds,
+# 0 to 2 while it reaches it), it has lost it and is in its reconnection attempts
+LOST_S = 2 * MONITOR_INTERVAL
+# the witness's repmgrd copies the primary's repmgr.nodes every witness_sync_interval (repmgr's
+# default), so its view of who is primary may lag by that much
+WITNESS_SYNC_S = 15
+ELECTION_S = 10  # repmgrd's election among the standbys, and the winner's promotion
 
 
 def repmgr_conf(
@@ -133,22 +160,37 @@ def repmgr_conf(
 def failover_time(attempts: int, interval: int) -> float:
     """How long repmgrd takes to fail over: the reconnection attempts, a monitoring interval
     to notice, and the election and promotion (a few seconds)."""
-    return attempts * interval + MONITOR_INTERVAL + 10
+    return attempts * interval + MONITOR_INTERVAL + ELECTION_S
 
 
 # What the cluster says of itself
 
 
 class RepmgrPoll(StreamingPoll, tag="repmgr"):
-    """A repmgr member: its Postgres as a streaming node says it, and what its own copy of
+    """A repmgr member: its Postgres as a streaming node says it; what its own copy of
     `repmgr.nodes` says: its registered type (primary, standby) and whether it is active, its
     registered upstream, and the active primaries it names (one, unless repmgr itself is split);
-    a field is empty where that side did not answer."""
+    the newest entry of its copy of `repmgr.events`; and what its repmgrd keeps in shared
+    memory. A field is empty where that side did not answer."""
 
     registered: str | None = None
     active: bool | None = None
     registered_upstream: str | None = None
     primary_seen: tuple[str, ...] = ()
+    # the newest entry of its copy of repmgr.events: what repmgr last did, and on which node
+    # (`standby_promote n3`, `child_nodes_disconnect_command n1`, …)
+    last_event: str | None = None
+    repmgrd: bool | None = None  # whether its repmgrd runs, as the extension knows its pid
+    unseen_s: int | None = None  # seconds since its repmgrd last reached its upstream
+    told_to_follow: str | None = None  # the new primary an election's winner told it to follow
+    # reconnect_attempts × reconnect_interval: how long repmgrd tries a lost upstream again
+    # before it calls an election
+    attempts_s: int | None = None
+
+    def lost(self) -> bool:
+        """Whether its repmgrd, on a standby, has lost the upstream it monitors (a repmgrd that
+        is not running has stopped counting)."""
+        return self.standby and self.repmgrd is not False and (self.unseen_s or 0) >= LOST_S
 
     def lane_state(self) -> str | None:
         if self.registered is None:
@@ -161,14 +203,33 @@ class WitnessPoll(Record, tag="repmgr-witness"):
     the primary's table every few seconds)."""
 
     primary_seen: tuple[str, ...] = ()
+    repmgrd: bool | None = None
+    unseen_s: int | None = None  # seconds since its repmgrd last reached the primary
+
+    def lost(self) -> bool:
+        return self.repmgrd is not False and (self.unseen_s or 0) >= LOST_S
 
     def lane_state(self) -> str | None:
         return f"witness: primary {', '.join(self.primary_seen) or 'none'}"
 
 
-def member_state(node: Node) -> RepmgrPoll | None:
-    """What the node's Postgres says of itself and its copy of repmgr's table; None when it
-    does not answer."""
+def repmgrd_said(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """What the node's repmgrd keeps in shared memory; {} when the extension does not answer."""
+    with contextlib.suppress(psycopg.Error):
+        row = conn.execute(REPMGRD_QUERY).fetchone()
+        if row is not None:
+            running, unseen, follow = row
+            return {
+                "repmgrd": running,
+                "unseen_s": None if unseen is None or unseen < 0 else unseen,
+                "told_to_follow": follow,
+            }
+    return {}
+
+
+def member_state(node: Node, attempts_s: int | None = None) -> RepmgrPoll | None:
+    """What the node's Postgres says of itself, its copy of repmgr's table and its repmgrd's
+    shared memory; None when it does not answer."""
     host, port = node.endpoint(pg.PORT)
     with contextlib.suppress(Exception), psycopg.connect(
         host=host, port=port, user=pg.USER, dbname=REPMGR_DB, connect_timeout=2,
@@ -177,16 +238,19 @@ def member_state(node: Node) -> RepmgrPoll | None:
         row = conn.execute(POLL_QUERY).fetchone()
         if row is None:
             return None
-        said: tuple[Any, ...] = (None, None, None, None)
+        said: tuple[Any, ...] = (None, None, None, None, None)
         with contextlib.suppress(psycopg.Error):
             said = conn.execute(NODES_QUERY, {"me": node.name}).fetchone() or said
-        kind, active, registered_upstream, primaries = said
+        kind, active, registered_upstream, primaries, event = said
         return RepmgrPoll(
             **said_of_itself(row),
             registered=kind,
             active=active,
             registered_upstream=registered_upstream,
             primary_seen=tuple(primaries.split(",")) if primaries else (),
+            last_event=event,
+            attempts_s=attempts_s,
+            **repmgrd_said(conn),
         )
     return None
 
@@ -195,14 +259,276 @@ def witness_state(node: Node) -> WitnessPoll | None:
     host, port = node.endpoint(pg.PORT)
     with contextlib.suppress(Exception), psycopg.connect(
         host=host, port=port, user=pg.USER, dbname=REPMGR_DB, connect_timeout=2,
-        options="-c statement_timeout=2000",
+        options="-c statement_timeout=2000", autocommit=True,
     ) as conn:  # fmt: skip
         row = conn.execute(
             "SELECT string_agg(node_name, ',' ORDER BY node_id) FROM repmgr.nodes "
             "WHERE type = 'primary' AND active"
         ).fetchone()
-        return WitnessPoll(primary_seen=tuple(row[0].split(",")) if row and row[0] else ())
+        said = repmgrd_said(conn)
+        said.pop("told_to_follow", None)  # the witness follows whoever its table names
+        return WitnessPoll(primary_seen=tuple(row[0].split(",")) if row and row[0] else (), **said)
     return None
+
+
+# repmgr's moments and its promise about its own state, read from the records above
+
+
+def _repmgrds(r: Round) -> dict[str, RepmgrPoll | WitnessPoll]:
+    return {n: s for n, s in r.nodes.items() if isinstance(s, RepmgrPoll | WitnessPoll)}
+
+
+def _members(r: Round) -> dict[str, RepmgrPoll]:
+    return {n: s for n, s in r.nodes.items() if isinstance(s, RepmgrPoll)}
+
+
+class PrimaryLost(Moment):
+    """A standby's repmgrd (or the witness's) has not reached the primary for two monitor
+    intervals: it is in its reconnection attempts, and the primary, if it lives, still takes
+    writes; the election comes when the attempts run out."""
+
+    name = "primary-lost"
+    about = "a standby's repmgrd has lost the primary and is trying to reach it again"
+    roles = ("lost", "leader", "others")
+    provoke = "leader-cut"  # the primary cut off and left running: its clients still write
+    watch_s = 30.0
+
+    def observe(self, r: Round) -> Roles | None:
+        lost = sorted(n for n, s in _repmgrds(r).items() if s.lost())
+        if not lost:
+            return None
+        led = leading(r)
+        others = sorted(n for n in r.nodes if n not in lost and n not in led)
+        return {"lost": lost, "leader": led, "others": others}
+
+
+class ElectionDue(Moment):
+    """A standby's repmgrd has lost the primary for longer than its reconnection attempts
+    (`reconnect_attempts` × `reconnect_interval`), and no other member takes writes yet: the
+    election is under way (or was called off, under `primary_visibility_consensus`, while a
+    sibling still sees the primary)."""
+
+    name = "election-due"
+    about = "the standbys' reconnection attempts ran out and no new primary takes writes yet"
+    roles = ("candidates", "deposed", "others")
+    provoke = "leader-cut"
+    watch_s = 120.0  # repmgr's default attempts alone take 60 s
+
+    def __init__(self) -> None:
+        self.primary: str | None = None
+
+    def observe(self, r: Round) -> Roles | None:
+        members = _members(r)
+        led = leading(r)
+        before = self.primary
+        if len(led) == 1:
+            self.primary = led[0]
+        newest = max((s.timeline or 0 for s in members.values() if s.writable), default=0)
+        due = sorted(
+            n
+            for n, s in members.items()
+            if s.lost()
+            and s.attempts_s is not None
+            and (s.unseen_s or 0) >= s.attempts_s
+            and s.told_to_follow is None  # a winner has told it whom to follow
+            and (s.timeline or 0) >= newest  # no member promoted past it
+        )
+        if not due or any(n != before for n in led):
+            return None
+        deposed = [before] if before else []
+        others = sorted(n for n in r.nodes if n not in due and n not in deposed)
+        return {"candidates": due, "deposed": deposed, "others": others}
+
+
+class Following(Moment):
+    """After a promotion, a standby is still to follow the new primary: an election's winner
+    told it to (its repmgrd runs `follow_command`: a restart against the new upstream), or it
+    still replays an older timeline than the new primary's."""
+
+    name = "following"
+    about = "a standby is yet to follow the newly promoted primary"
+    roles = ("following", "leader")
+    provoke = "leader"
+    watch_s = 120.0
+
+    def observe(self, r: Round) -> Roles | None:
+        members = _members(r)
+        led = [n for n, s in members.items() if s.writable]
+        if len(led) != 1:
+            return None
+        top = members[led[0]].timeline or 0
+        following = sorted(
+            n
+            for n, s in members.items()
+            if s.standby and (s.told_to_follow == led[0] or (s.timeline or top) < top)
+        )
+        return {"following": following, "leader": led} if following else None
+
+
+class PrimaryAgreed(Rule):
+    """repmgr's nodes agree on the primary once faults heal: every member that answers and the
+    witness name, in their copies of `repmgr.nodes`, the same one active primary, and that
+    member alone takes writes. A failover under way when the last fault healed finishes within
+    the kind's failover time, and the witness copies the primary's table every
+    WITNESS_SYNC_S; a disagreement that outlasts both, in quiet time, is one that repmgr left
+    in place (a deposed primary taking writes beside the new one, a standby that never
+    followed)."""
+
+    name = "primary-agreed"
+    HOLD_S = 2 * MONITOR_INTERVAL + 1  # one round's disagreement may be a poll across a change
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[float, str | None, list[str]]] = []  # time, what disagrees, who
+        self.attempts_s: int | None = None  # None until a record says (older polls do not)
+
+    def observe(self, r: Round) -> None:
+        said = _repmgrds(r)
+        members = _members(r)
+        said_s = [s.attempts_s for s in members.values() if s.attempts_s is not None]
+        self.attempts_s = max(
+            [*said_s, *([self.attempts_s] if self.attempts_s else [])], default=None
+        )
+        views = {n: s.primary_seen for n, s in said.items() if not _unread(s)}
+        writable = sorted(n for n, s in members.items() if s.writable)
+        named = sorted({p for v in views.values() for p in v})
+        why = None
+        if len(writable) > 1:
+            why = f"{' and '.join(writable)} each took writes"
+        elif len({v for v in views.values()}) > 1 or any(len(v) != 1 for v in views.values()):
+            why = "; ".join(
+                f"{n} named {', '.join(v) or 'no one'}" for n, v in sorted(views.items())
+            )
+        elif writable and named and writable != named:
+            why = f"{writable[0]} took writes while every copy of the table named {named[0]}"
+        self.seen.append((r.time / 1e9, why, sorted({*writable, *named})))
+
+    def report(self, evidence: Evidence) -> list[Anomaly]:
+        attempts = (
+            DEFAULT_ATTEMPTS * DEFAULT_INTERVAL if self.attempts_s is None else self.attempts_s
+        )
+        grace = attempts + MONITOR_INTERVAL + ELECTION_S + WITNESS_SYNC_S + SETTLE_S
+        windows = sorted(evidence.windows)
+        found: list[Anomaly] = []
+        run: list[tuple[float, str | None, list[str]]] = []
+
+        def close() -> None:
+            if run and run[-1][0] - run[0][0] >= self.HOLD_S and len(found) < 10:
+                found.append(self.anomaly(run, healed_by(run[0][0]), grace))
+            run.clear()
+
+        def healed_by(t: float) -> float:
+            return max((end for _, end in windows if end <= t), default=0.0)
+
+        def quiet(t: float) -> bool:
+            in_fault = any(start <= t < end for start, end in windows)
+            return not in_fault and t >= healed_by(t) + grace
+
+        for t, why, who in self.seen:
+            if why is None or not quiet(t) or (run and healed_by(t) != healed_by(run[0][0])):
+                close()
+            if why is not None and quiet(t):
+                run.append((t, why, who))
+        close()
+        return found
+
+    @staticmethod
+    def anomaly(
+        run: list[tuple[float, str | None, list[str]]], healed: float, grace: float
+    ) -> Anomaly:
+        (a, why, who), b = run[0], run[-1][0]
+        since = f"the last fault healed at {healed:.1f} s" if healed else "no fault yet"
+        return {
+            "type": "primary-disagreed",
+            "window_ns": [a * 1e9, b * 1e9],
+            "nodes": who,
+            "explanation": (
+                f"from {a:.1f} s to at least {b:.1f} s, with no fault in place ({since}, more "
+                f"than {grace:.0f} s before, the failover time and the witness's copy "
+                f"included), the nodes did not agree on the primary: {why}"
+            ),
+        }
+
+
+class DeposedWritable(Rule):
+    """A member repmgr has failed over acknowledges no writes: once a standby was promoted (a
+    newer timeline) and its own copy of `repmgr.nodes` names it the one active primary, the
+    member it replaced is deposed, and a write that member acknowledges after that round is on
+    a history the new primary will never have. repmgr fences nothing by itself; with
+    `child_nodes_disconnect_command` a primary that lost its standbys stops itself. A deposed
+    primary that is writable but acknowledges nothing (under synchronous replication its commits
+    wait for a standby that now follows another) is not held against it here."""
+
+    name = "deposed-writable"
+
+    def __init__(self) -> None:
+        super().__init__()
+        # deposed member → [first seen, last seen (ns), its timeline, the new primary, its timeline]
+        self.open: dict[str, list[Any]] = {}
+        self.stretches: list[tuple[str, list[Any]]] = []
+
+    def observe(self, r: Round) -> None:
+        members = _members(r)
+        now: dict[str, tuple[int, str, int]] = {}
+        for n, s in members.items():
+            if not s.writable or s.timeline is None:
+                continue
+            for m, newer in members.items():
+                if (
+                    newer.writable
+                    and (newer.timeline or 0) > s.timeline
+                    and newer.primary_seen == (m,)
+                ):
+                    now[n] = (s.timeline, m, newer.timeline or 0)
+        for n in [n for n in self.open if n not in now or self.open[n][3] != now[n][1]]:
+            self.stretches.append((n, self.open.pop(n)))
+        for n, (timeline, m, newer) in now.items():
+            self.open.setdefault(n, [r.time, r.time, timeline, m, newer])[1] = r.time
+
+    def wants_writes(self) -> bool:
+        return bool(self.stretches or self.open)
+
+    def report(self, evidence: Evidence) -> list[Anomaly]:
+        self.stretches += list(self.open.items())
+        self.open.clear()
+        found = []
+        for n, (start, last, timeline, m, newer) in self.stretches:
+            acked = sorted(
+                (op for op in evidence.writes
+                 if op.get("write") and op.get("node") == n
+                 and start < op["complete_time"] <= last),
+                key=lambda op: op["complete_time"],
+            )  # fmt: skip
+            if acked and len(found) < 10:
+                found.append(self.anomaly(n, m, acked, (start, last), (timeline, newer)))
+        return found
+
+    @staticmethod
+    def anomaly(
+        n: str, m: str, acked: list[Op], stretch: tuple[int, int], timelines: tuple[int, int]
+    ) -> Anomaly:
+        (start, last), (timeline, newer) = stretch, timelines
+        first = acked[0]
+        return {
+            "type": "deposed-primary-acknowledged-writes",
+            "ops": acked[:MOST_NAMED],
+            "count": len(acked),
+            "window_ns": [start, last],
+            "nodes": [n, m],
+            "explanation": (
+                f"{n}, on timeline {timeline}, acknowledged {len(acked)} writes from "
+                f"{start / 1e9:.1f} s to {last / 1e9:.1f} s (the first at index "
+                f"{first['invoke_index']}, {first['complete_time'] / 1e9:.1f} s) while {m}, "
+                f"promoted to timeline {newer}, took writes too and its copy of repmgr.nodes "
+                f"named {m} the one active primary: repmgr had failed {n} over and left it "
+                f"writable, and those writes are on a history that {m} does not have"
+            ),
+        }
+
+
+def _unread(s: RepmgrPoll | WitnessPoll) -> bool:
+    """Whether the node's copy of repmgr's table did not answer (its view is not known)."""
+    return isinstance(s, RepmgrPoll) and s.registered is None
 
 
 class RepmgrCluster(StandbyReads, RestartsDeposed, ClusterKind):
@@ -267,8 +593,9 @@ class RepmgrCluster(StandbyReads, RestartsDeposed, ClusterKind):
     )
     collected = (pg.LOG_DIR, f"{pg.PGDATA}/conf.d", CONF)
     poll_records = (RepmgrPoll, WitnessPoll)
-    state_rules = (DeposedAcknowledged, Timelines, QuietElections)
-    moments = (LeaderChanged, StandbyBehind)
+    state_rules = (DeposedAcknowledged, DeposedWritable, Timelines, QuietElections, PrimaryAgreed)
+    # a promotion is LeaderChanged: the round in which a standby began to take writes
+    moments = (PrimaryLost, ElectionDue, LeaderChanged, Following, StandbyBehind)
     lone_kills = ("postgres", "repmgrd")
 
     def __init__(self, backend: Backend, cluster: str, options: Mapping[str, Any]) -> None:
@@ -485,7 +812,8 @@ class RepmgrCluster(StandbyReads, RestartsDeposed, ClusterKind):
         members, witness = self.members(), self.witness()
         with ThreadPoolExecutor(len(self.nodes)) as pool:
             seen = pool.submit(witness_state, witness) if witness else None
-            states = list(pool.map(member_state, members))
+            attempts = self.options["reconnect_attempts"] * self.options["reconnect_interval"]
+            states = list(pool.map(lambda n: member_state(n, attempts), members))
             witnessed = seen.result() if seen else None
         polled: dict[str, Record] = {
             n.name: s for n, s in zip(members, states, strict=True) if s is not None
@@ -518,6 +846,8 @@ class RepmgrCluster(StandbyReads, RestartsDeposed, ClusterKind):
                 "lsn": None if s.lsn is None else lsn_text(s.lsn),
                 "upstream": s.upstream,
                 "primary_seen": list(s.primary_seen),
+                "last_event": s.last_event,
+                "repmgrd": s.repmgrd,
             }
         witness = self.witness()
         if witness is not None:
