@@ -1,5 +1,5 @@
 """The depth of the users' 600 s runs in a few minutes: the primary killed or cut off every few
-seconds, so terms change twenty times or more, and the cluster must stay correct and keep taking
+seconds, so terms change a dozen times or more, and the cluster must stay correct and keep taking
 writes to the end (their run, before the fix: two terms won within a second, then no write for
 the last 400 s). Faults last 2–6 s: a kill of any length makes a new term (the restarted
 primary stands again), a longer fault lets the standby take over after 5 s of silence."""
@@ -16,15 +16,15 @@ from tests.e2e.conftest import harness, why_invalid
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e, pytest.mark.alone]
 
-NEW_TERMS = 20
+NEW_TERMS = 12  # 24 to 26 elections in 240 s at this interval (docs/results.md)
 LAST_WRITE_WITHIN = 20.0  # seconds before the writes ended
 MAX_RECOVERY = 30.0
 
 
-def test_twenty_terms_in_four_minutes_stay_valid_and_available(store: Path) -> None:
+def test_a_dozen_terms_in_150_s_stay_valid_and_available(store: Path) -> None:
     result = harness(
         "run", "--workload", "append,set", "--nemesis", "kill-primary,partition-primary",
-        "--nemesis-interval", "4", "--time", "240", "--seed", "0",
+        "--nemesis-interval", "4", "--time", "150", "--seed", "0",
         "--max-recovery", str(MAX_RECOVERY), "--store", str(store),
     )  # fmt: skip
     run = (store / "latest").resolve()
