@@ -265,10 +265,12 @@ class ClusterKind(ABC):
         nodes = self.backend.up(self.cluster, count, ports, image)
         said = {"kind": self.name, "options": dict(self.options)}
         nodes[0].put_file(DECLARATION, json.dumps(said, sort_keys=True).encode())
-        for node in nodes:
-            for item in self.installed:
-                for path in sorted(item.source.glob(item.pattern)):
-                    node.put_file(f"{item.dest}/{path.name}", path.read_bytes())
+        for item in self.installed:
+            files = {
+                path.name: path.read_bytes() for path in sorted(item.source.glob(item.pattern))
+            }
+            for node in nodes:
+                node.put_files(item.dest, files)
         return nodes
 
     def dial(self, node: Node, link: Link, peer: str, port: int) -> tuple[str, int]:

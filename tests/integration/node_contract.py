@@ -162,6 +162,23 @@ class NodeContract:
         assert w2.exec(f"test -e /run/{marker}", check=False).code == 1
         w1.exec(f"rm -rf /srv/round /run/{marker}")
 
+    def test_put_files_writes_each_into_one_directory(
+        self, contract_cluster: ContractCluster
+    ) -> None:
+        n1, w1 = contract_cluster.nodes[0], contract_cluster.witnesses[0]
+        files = {"a.py": b"print('a')\n", "b.txt": bytes(range(256)), "empty": b""}
+        n1.put_files("/srv/many/files", files, mode=0o640, owner="postgres")
+        listed = w1.exec("cd /srv/many/files && stat -c '%n %a %U %s' * | sort").output
+        assert listed.splitlines() == [
+            "a.py 640 postgres 11",
+            "b.txt 640 postgres 256",
+            "empty 640 postgres 0",
+        ]
+        assert w1.exec("cat /srv/many/files/a.py").output == "print('a')\n"
+        n1.put_files("/srv/many/files", {"a.py": b"again"})  # an existing file is replaced
+        assert w1.exec("cat /srv/many/files/a.py").output == "again"
+        w1.exec("rm -rf /srv/many")
+
     def test_signal_stops_continues_and_kills_without_zombie(
         self, contract_cluster: ContractCluster
     ) -> None:
