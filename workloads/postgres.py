@@ -16,9 +16,13 @@ and the warning is kept with it.
 from __future__ import annotations
 
 import contextlib
+import heapq
+import itertools
 import os
 import socket
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,14 +55,64 @@ class Completion:
     warning: str | None = None  # what the server warned of while the operation committed
 
 
+class Alarms:
+    """One thread that fires every client's deadlines. A `threading.Timer` an operation started
+    a thread an operation: hundreds a second at full load, each contending for the GIL with the
+    clients it watches."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int]] = []  # (deadline, token), cancelled ones left in
+        self._armed: dict[int, Callable[[], None]] = {}
+        self._tokens = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def set(self, seconds: float, fire: Callable[[], None]) -> int:
+        """Call `fire` in `seconds` unless cancelled; the token cancels it."""
+        with self._cond:
+            token = next(self._tokens)
+            self._armed[token] = fire
+            heapq.heappush(self._heap, (time.monotonic() + seconds, token))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="alarms", daemon=True)
+                self._thread.start()
+            elif self._heap[0][1] == token:
+                self._cond.notify()  # sooner than what the thread waits for
+            return token
+
+    def cancel(self, token: int) -> None:
+        with self._cond:
+            self._armed.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][1] not in self._armed:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                deadline, token = self._heap[0]
+                if (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
+                    continue
+                heapq.heappop(self._heap)
+                fire = self._armed.pop(token)
+            with contextlib.suppress(Exception):  # a failed alarm must not end the others
+                fire()
+
+
+ALARMS = Alarms()
+
+
 class Watchdog:
     """Shuts a connection's socket down if an operation outlives its deadline."""
 
     def __init__(self, conn: psycopg.Connection, seconds: float) -> None:
         self.fired = False
         self._conn = conn
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
+        self._seconds = seconds
+        self._token: int | None = None
 
     def _fire(self) -> None:
         self.fired = True
@@ -68,11 +122,12 @@ class Watchdog:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> Watchdog:
-        self._timer.start()
+        self._token = ALARMS.set(self._seconds, self._fire)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        if self._token is not None:
+            ALARMS.cancel(self._token)
 
 
 class Canceller:
@@ -81,22 +136,21 @@ class Canceller:
 
     def __init__(self, conn: psycopg.Connection, seconds: float | None) -> None:
         self._conn = conn
-        self._timer = None if seconds is None else threading.Timer(seconds, self._fire)
-        if self._timer is not None:
-            self._timer.daemon = True
+        self._seconds = seconds
+        self._token: int | None = None
 
     def _fire(self) -> None:
         with contextlib.suppress(psycopg.Error, OSError):
             self._conn.cancel_safe(timeout=2.0)
 
     def __enter__(self) -> Canceller:
-        if self._timer is not None:
-            self._timer.start()
+        if self._seconds is not None:
+            self._token = ALARMS.set(self._seconds, self._fire)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        if self._token is not None:
+            ALARMS.cancel(self._token)
 
 
 def wal_position(conn: psycopg.Connection) -> int:

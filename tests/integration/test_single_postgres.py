@@ -218,6 +218,25 @@ def test_serialization_failure_is_fail(endpoint: Endpoint) -> None:
     c.close()
 
 
+def test_a_pipelined_append_refused_at_its_first_statement_is_fail(endpoint: Endpoint) -> None:
+    """Without --op-pause an append transaction's statements go in one pipeline: the error of
+    the first must still make the operation a definite failure, and leave the client usable."""
+    (append,) = build(["append"], WorkloadOptions(isolation="repeatable-read"))
+    setup(endpoint, append)
+    a = client(endpoint, isolation="repeatable-read")
+    b = client(endpoint, isolation="repeatable-read").connect()
+    b.execute("SELECT 1")  # b's snapshot, taken before a's append commits
+    assert a.run(append, "txn", [["append", 950, 1]]).type == "ok"
+    c = client(endpoint, isolation="repeatable-read")
+    c._conn = b  # continue b's transaction through the client
+    done = c.run(append, "txn", [["append", 950, 2], ["r", 950, None], ["r", 951, None]])
+    assert done.type == "fail" and (done.error or "").startswith("40001"), done
+    again = c.run(append, "txn", [["append", 950, 3], ["r", 950, None]])
+    assert again.type == "ok" and again.value == [["append", 950, 3], ["r", 950, [1, 3]]]
+    a.close()
+    c.close()
+
+
 def test_collect_copies_the_postgres_log(single: SingleCluster, tmp_path: Path) -> None:
     single.collect(tmp_path)
     assert (tmp_path / "n1" / "harness" / "postgres.log").exists() or any(

@@ -4,7 +4,9 @@ workload's shape (--key-count, --max-writes-per-key, --max-txn-length)."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,10 +26,22 @@ class Statements:
 
     def __init__(self) -> None:
         self.sent: list[str] = []
+        self.pipelined: list[str] = []  # those sent inside a pipeline
+        self._in_pipeline = False
 
     def execute(self, sql: str, params: Any = None) -> Statements:
         self.sent.append(sql.split()[0])
+        if self._in_pipeline:
+            self.pipelined.append(sql.split()[0])
         return self
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[None]:
+        self._in_pipeline = True
+        try:
+            yield
+        finally:
+            self._in_pipeline = False
 
     def fetchone(self) -> None:
         return None
@@ -46,10 +60,13 @@ def test_a_transaction_pauses_between_its_statements_never_before_the_first(
     append.invoke(conn, "txn", [["append", 1, 1], ["r", 1, None], ["append", 2, 1]])  # type: ignore[arg-type]
     assert conn.sent == ["INSERT", "SELECT", "INSERT"]
     assert len(pauses) == 2 and all(0 <= p <= 0.01 for p in pauses)
+    assert conn.pipelined == []  # a pause between statements: each sent on its own
     (quiet,) = build(["append"], WorkloadOptions())
     pauses.clear()
-    quiet.invoke(Statements(), "txn", [["append", 1, 2], ["append", 1, 3]])  # type: ignore[arg-type]
+    conn = Statements()
+    quiet.invoke(conn, "txn", [["append", 1, 2], ["r", 1, None], ["append", 1, 3]])  # type: ignore[arg-type]
     assert pauses == []
+    assert conn.pipelined == ["INSERT", "SELECT", "INSERT"]  # no pause: one round trip
 
 
 def test_the_final_read_of_every_key_is_one_statement_without_pauses(
