@@ -320,10 +320,17 @@ def test_backends_piling_up_behind_a_stall_never_exhaust_the_connections(
         deadline = time.monotonic() + 180
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()))
-        assert not unconnected, f"{len(unconnected)} writers never connected: {unconnected[0]}"
+        # A writer whose connection comes after the pile-up has stopped Postgres finds it gone
+        # ("server closed the connection"): on a loaded machine a few do. Those that got in
+        # must be past the limit, or nothing was piled up and nothing was tested.
+        connected = len(values) - len(unconnected)
+        assert connected > STALL_LIMIT, (
+            f"{len(unconnected)} of {len(values)} writers never connected: {unconnected[0]}"
+        )
         assert all(not t.is_alive() for t in threads), "commits still wait past the stall limit"
-        assert len(errors) == len(values), "a commit was acknowledged without a quorum"
+        assert len(errors) == connected, "a commit was acknowledged without a quorum"
         assert refused(n1), "the stalled compute still serves: its waiting commits may show"
+        assert "backends wait for the quorum: stopping Postgres" in log_of(n1)
     finally:
         fault.stop(cluster)
         heal_nodes(cluster.nodes)
