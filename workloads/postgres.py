@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import logging
 import os
 import socket
 import threading
@@ -35,6 +36,23 @@ from workloads.errors import Phase, classify, describe
 
 if TYPE_CHECKING:
     from core.endpoint import Endpoint
+
+
+class _PipelineEndFilter(logging.Filter):
+    """psycopg warns on stderr when a pipeline cannot end after the error that ended it (the
+    connection lost under a fault): that error is already the operation's, in the history, and
+    the warning would only scatter tracebacks' worth of lines over the user's progress."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (
+            record.msg == "error ignored terminating %r: %s"
+            and bool(args)
+            and isinstance(args[0], psycopg.Pipeline)
+        )
+
+
+logging.getLogger("psycopg").addFilter(_PipelineEndFilter())
 
 ISOLATION_LEVELS = {
     "serializable": IsolationLevel.SERIALIZABLE,
