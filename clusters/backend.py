@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # the image module opens the engine's library: only the type 
 
 # Docker's rule for container names, which embed the cluster name; every backend keeps to it.
 CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+# Where every kind writes a node's logs, which a run keeps at its end.
+LOG_DIR = "/var/log/harness"
 READ_TRIES = 3  # how often `Node.read` asks a command that must print and printed nothing
 
 

@@ -24,7 +24,15 @@ from docker.types import Mount
 from rich.console import Console
 
 from clusters import power
-from clusters.backend import Backend, ExecResult, Node, in_order, local_owner, shell_quote
+from clusters.backend import (
+    LOG_DIR,
+    Backend,
+    ExecResult,
+    Node,
+    in_order,
+    local_owner,
+    shell_quote,
+)
 from clusters.image import NODE_IMAGE, ImageSpec, engine_client, ensure_image
 from core.errors import InfraError
 
@@ -179,6 +187,19 @@ class DockerBackend(Backend):
                 for i in range(1, count + 1):
                     node = f"n{i}"
                     layer = power.mount(cluster, node) if self.power else None
+                    # The node's state and its logs on volumes of their own, on the host's
+                    # filesystem: writes there skip the image's layered one (fuse-overlayfs on
+                    # some engines, where Postgres's writes and fsyncs cost twice its own CPU,
+                    # and every append to a log asks the layer for the file's attributes).
+                    # Removed with the container.
+                    volumes = (
+                        [
+                            Mount(target=d, source=None, type="volume")
+                            for d in ([] if layer else [power.NODE_DIR]) + [LOG_DIR]
+                        ]
+                        if self.state_volume
+                        else []
+                    )
                     extra = (
                         {
                             "volumes": {
@@ -189,17 +210,12 @@ class DockerBackend(Backend):
                                 NODE_LABEL: node,
                                 POWER_LABEL: str(layer.control),
                             },
+                            "mounts": volumes,
                         }
                         if layer
                         else {
                             "labels": {CLUSTER_LABEL: cluster, NODE_LABEL: node},
-                            # The node's state on a volume of its own, on the host's filesystem:
-                            # Postgres's writes and fsyncs then skip the image's layered one
-                            # (fuse-overlayfs on some engines, where they cost twice Postgres's
-                            # own CPU). Removed with the container.
-                            "mounts": [Mount(target=power.NODE_DIR, source=None, type="volume")]
-                            if self.state_volume
-                            else [],
+                            "mounts": volumes,
                         }
                     )
                     container = self.client.containers.create(

@@ -35,14 +35,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import paramiko
 
-from clusters.backend import Backend, ExecResult, Node, NodeCommandError, in_order, shell_quote
+from clusters.backend import (
+    LOG_DIR,
+    Backend,
+    ExecResult,
+    Node,
+    NodeCommandError,
+    in_order,
+    shell_quote,
+)
 from core.errors import BadInput, InfraError
 
 if TYPE_CHECKING:
     from clusters.image import ImageSpec
 
 HARNESS_DIR = "/var/lib/harness"
-LOG_DIR = "/var/log/harness"
 CLAIM_FILE = f"{HARNESS_DIR}/cluster"
 DETACHED_LOG = f"{LOG_DIR}/detached.log"
 # In the environment of every command a node runs: the mark by which `down` knows what is ours.

@@ -29,6 +29,7 @@ import requests
 from toxiproxy import Toxiproxy
 
 from clusters import crates
+from clusters.backend import LOG_DIR
 from core.errors import InfraError
 
 CRATE = "toxiproxy"
@@ -38,7 +39,7 @@ ASK_TIMEOUT = 2.0  # seconds to wait for a server that may not run at all
 API_PORT = 8474  # Toxiproxy's
 PROXY_OFFSET = 20000  # a node's proxy of its port P listens on P + this
 NODE_BINARY = f"/var/lib/harness/bin/{NAME}"
-NODE_LOG = "/var/log/harness/toxiproxy.log"
+NODE_LOG = f"{LOG_DIR}/toxiproxy.log"
 # toxiproxy-python keeps one server address for the whole process: one server at a time
 _CONSUMER = threading.Lock()
 T = TypeVar("T")

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import re
 
-from clusters.backend import Node
+from clusters.backend import LOG_DIR, Node
 from clusters.kinds.on_node import CLOCK_FILE, FAKETIME_LIB, ensure_clock_file, under_faketime
 
 PG_BIN = "/usr/lib/postgresql/15/bin"
 PGDATA = "/var/lib/harness/pgdata"
-LOG_DIR = "/var/log/harness"
 PG_LOG = f"{LOG_DIR}/postgres.log"
 PORT = 5432
 DBNAME = "harness"

@@ -22,7 +22,7 @@ from typing import Any
 import systems
 from checkers.cluster_state import QuietElections, VclocksForward
 from checkers.moments import LeaderChanged
-from clusters.backend import Node, shell_quote
+from clusters.backend import LOG_DIR, Node, shell_quote
 from clusters.kinds.base import SYNCHRO_TIMEOUT_OPTION, ClusterKind, Install, KindOption, Process
 from clusters.kinds.on_node import ensure_clock_file, failover_endpoint, under_faketime, wait_until
 from core.contract import Contract
@@ -33,7 +33,6 @@ PORT = 3301
 SCRIPTS = systems.ROOT / "qsync"
 INSTALL = "/opt/qsync"
 DATA_DIR = "/var/lib/harness/tarantool"
-LOG_DIR = "/var/log/harness"
 STATE_FILE = "/var/lib/harness/controller.json"
 DEFAULT_INSTANCES = 5
 SIZES = (3, 5)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusters import power
-from clusters.backend import Node
+from clusters.backend import LOG_DIR, Node
 from clusters.docker_backend import CLUSTER_LABEL, DockerBackend
 from core.errors import BadInput, InfraError
 from tests.integration.node_contract import ContractCluster, InitNodeContract
@@ -74,23 +74,25 @@ def test_down_removes_every_container_and_network(
     assert docker_backend.down(cluster_name) == []
 
 
-def test_a_nodes_state_is_on_a_volume_of_its_own_removed_with_it(
+def test_a_nodes_state_and_logs_are_on_volumes_of_its_own_removed_with_it(
     docker_backend: DockerBackend, cluster_name: str
 ) -> None:
-    """/var/lib/harness is the host's filesystem, not the image's layered one, and another
-    node's volume is not this one's; `down` leaves no volume behind."""
+    """/var/lib/harness and /var/log/harness are the host's filesystem, not the image's
+    layered one, and another node's volumes are not this one's; `down` leaves no volume
+    behind."""
     n1, n2 = docker_backend.up(cluster_name, 2, [])
     mounts = [line.split() for line in n1.exec("cat /proc/mounts").output.splitlines()]
-    (fs,) = [m[2] for m in mounts if m[1] == power.NODE_DIR]
     root = next(m[2] for m in mounts if m[1] == "/")
-    assert fs != root and "fuse" not in fs and "overlay" not in fs, (fs, root)
-    n1.exec(f"echo mine > {power.NODE_DIR}/probe")
-    assert n2.exec(f"cat {power.NODE_DIR}/probe", check=False).code != 0
+    for directory in (power.NODE_DIR, LOG_DIR):
+        (fs,) = [m[2] for m in mounts if m[1] == directory]
+        assert fs != root and "fuse" not in fs and "overlay" not in fs, (directory, fs, root)
+        n1.exec(f"echo mine > {directory}/probe")
+        assert n2.exec(f"cat {directory}/probe", check=False).code != 0
     containers = docker_backend.client.containers.list(
         all=True, filters={"label": f"{CLUSTER_LABEL}={cluster_name}"}
     )
     volumes = [m["Name"] for c in containers for m in c.attrs["Mounts"] if m["Type"] == "volume"]
-    assert len(volumes) == 2
+    assert len(volumes) == 4
     docker_backend.down(cluster_name)
     left = {v.name for v in docker_backend.client.volumes.list()}
     assert not left & set(volumes)
