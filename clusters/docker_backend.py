@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import posixpath
+import socket
 import tarfile
 import tempfile
 import time
@@ -127,16 +128,24 @@ class DockerNode(Node):
             return self._container.logs(stdout=True, stderr=True).decode(errors="replace")
 
     def endpoint(self, port: int) -> tuple[str, int]:
+        """The node's own address on its cluster's network where this machine is on that
+        network (a local engine on Linux, whose bridges are this machine's interfaces), else
+        the port published on loopback. Directly, the traffic skips the engine's userland
+        proxy, a process that copied every byte of every client's connection (as much CPU as
+        Postgres under load); the node sees it come from the same address either way, the
+        bridge's gateway."""
         if port in self._ports:
             return self._ports[port]
         with _engine(f"reading the ports of {self.name}"):
             self._container.reload()
-        bindings = self._container.attrs["NetworkSettings"]["Ports"].get(f"{port}/tcp") or []
-        for binding in bindings:
-            if binding["HostIp"] == "127.0.0.1":
-                self._ports[port] = ("127.0.0.1", int(binding["HostPort"]))
-                return self._ports[port]
-        raise InfraError(f"port {port} of {self.name} is not published: pass it to up()")
+        settings = self._container.attrs["NetworkSettings"]
+        bindings = settings["Ports"].get(f"{port}/tcp") or []
+        published = [int(b["HostPort"]) for b in bindings if b["HostIp"] == "127.0.0.1"]
+        if not published:
+            raise InfraError(f"port {port} of {self.name} is not published: pass it to up()")
+        address = direct_address(settings.get("Networks") or {})
+        self._ports[port] = (address, port) if address else ("127.0.0.1", published[0])
+        return self._ports[port]
 
 
 class DockerBackend(Backend):
@@ -282,6 +291,24 @@ class DockerBackend(Backend):
     def _networks(self, cluster: str) -> list[Network]:
         with _engine(f"listing the networks of {cluster}"):
             return self.client.networks.list(filters={"label": f"{CLUSTER_LABEL}={cluster}"})
+
+
+def direct_address(networks: Mapping[str, Mapping[str, str]]) -> str | None:
+    """A container's address on its network (`NetworkSettings.Networks`) when this machine can
+    reach it: it holds the network's gateway address (binding to an address succeeds only on
+    the machine that has it). None on a remote engine or in a virtual machine's (Docker
+    Desktop), where only the published ports reach the node."""
+    for settings in networks.values():
+        address, gateway = settings.get("IPAddress"), settings.get("Gateway")
+        if not address or not gateway:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.bind((gateway, 0))
+        except OSError:
+            continue
+        return address
+    return None
 
 
 def _gone_after(remove: Callable[[], object]) -> bool:

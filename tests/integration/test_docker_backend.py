@@ -49,11 +49,19 @@ def test_hostname_is_the_node_name(pair: Pair) -> None:
     assert [n.exec("hostname").output.strip() for n in pair[1]] == ["n1", "n2"]
 
 
-def test_endpoint_is_a_published_port_on_loopback(pair: Pair) -> None:
-    n1, n2 = pair[1]
-    host, port = n1.endpoint(HTTP_PORT)
-    assert host == "127.0.0.1"
-    assert port != n2.endpoint(HTTP_PORT)[1]
+def test_endpoint_is_the_nodes_own_address_where_this_machine_is_on_its_network(
+    docker_backend: DockerBackend, pair: Pair
+) -> None:
+    """A local engine's bridge is this machine's: clients go to the node straight, not through
+    the engine's proxy of the published port (the contract tests that it is reached)."""
+    name, (n1, n2) = pair
+    found = {}
+    for node in (n1, n2):
+        container = docker_backend.client.containers.get(f"harness-{name}-{node.name}")
+        (settings,) = container.attrs["NetworkSettings"]["Networks"].values()
+        found[node.name] = settings["IPAddress"]
+    assert n1.endpoint(HTTP_PORT) == (found["n1"], HTTP_PORT)
+    assert n2.endpoint(HTTP_PORT) == (found["n2"], HTTP_PORT)
     with pytest.raises(InfraError, match="not published"):
         n1.endpoint(9)
 
