@@ -11,10 +11,11 @@ import posixpath
 import re
 import tarfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from clusters import power
 from core.errors import BadInput
@@ -27,6 +28,8 @@ CLUSTER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 # Where every kind writes a node's logs, which a run keeps at its end.
 LOG_DIR = "/var/log/harness"
 READ_TRIES = 3  # how often `Node.read` asks a command that must print and printed nothing
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,17 @@ class Backend(ABC):
     @abstractmethod
     def down(self, cluster: str) -> list[str]:
         """Remove every node and network of `cluster`; returns what was removed."""
+
+
+def each(act: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """`act` on every item at once, one thread each (the nodes of a cluster: their engine calls
+    and commands are waits, not work); the results in the items' order, the first exception
+    raised once every call has ended."""
+    if len(items) <= 1:
+        return [act(item) for item in items]
+    with ThreadPoolExecutor(len(items)) as pool:
+        futures = [pool.submit(act, item) for item in items]
+    return [f.result() for f in futures]
 
 
 def in_order(nodes: Iterable[Node]) -> list[Node]:

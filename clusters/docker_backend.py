@@ -30,6 +30,7 @@ from clusters.backend import (
     Backend,
     ExecResult,
     Node,
+    each,
     in_order,
     local_owner,
     shell_quote,
@@ -240,9 +241,9 @@ class DockerBackend(Backend):
                         **extra,
                     )
                     made.append(container)
-                    container.start()
-                for container in made:
-                    _wait_running(container)
+                # Started side by side: each start is the engine's network set-up and layer
+                # mount, a second or more apiece on a loaded machine.
+                each(_start, made)
         except BaseException:
             # Leave nothing half-made behind; the original error is the one worth reporting.
             for container in made:
@@ -271,9 +272,10 @@ class DockerBackend(Backend):
     def down(self, cluster: str) -> list[str]:
         removed = []
         with _engine(f"removing cluster {cluster}"):
-            for container in self._containers(cluster):
-                if _gone_after(lambda c=container: c.remove(force=True, v=True)):
-                    removed.append(container.name)
+            containers = self._containers(cluster)
+            # side by side, as they were started
+            gone = each(lambda c: _gone_after(lambda: c.remove(force=True, v=True)), containers)
+            removed += [c.name for c, went in zip(containers, gone, strict=True) if went]
             for network in self._networks(cluster):
                 if _gone_after(network.remove):
                     removed.append(network.name)
@@ -320,8 +322,10 @@ def _gone_after(remove: Callable[[], object]) -> bool:
     return True
 
 
-def _wait_running(container: Container) -> None:
-    """Wait until the container runs; one that exited at once is reported with its log."""
+def _start(container: Container) -> None:
+    """Start the container and wait until it runs; one that exited at once is reported with its
+    log."""
+    container.start()
     deadline = time.monotonic() + START_TIMEOUT
     while True:
         container.reload()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from checkers.cluster_state import Rule
 from checkers.moments import Moment
 from clusters import toxiproxy_server
-from clusters.backend import Backend, Node
+from clusters.backend import Backend, Node, each
 from clusters.kinds.links import Link, internal_address
 from core.contract import Contract
 from core.endpoint import Endpoint
@@ -335,12 +335,15 @@ class ClusterKind(ABC):
     def collect_files(self, dest: Path) -> None:
         """Copy every node's log and declared files into `dest/<node>/` (what a cluster that
         did not come up leaves to read too)."""
-        for node in self.nodes:
+
+        def collect_one(node: Node) -> None:
             target = dest / node.name
             target.mkdir(parents=True, exist_ok=True)
             for path in self.collected:
                 node.get(path, target)
             (target / "container.log").write_text(node.logs())
+
+        each(collect_one, self.nodes)  # the nodes side by side: each copy is a wait on its node
 
     def teardown(self) -> list[str]:
         return self.backend.down(self.cluster)
