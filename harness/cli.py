@@ -291,6 +291,7 @@ def run(**opts: Any) -> None:
 
     With --test-count or --matrix, run many one after another, check each, print a table of
     them all and exit with the worst verdict."""
+    from checkers.spark.session import start_spark
     from harness.check import check_paths
     from harness.runner import Runner
 
@@ -302,7 +303,11 @@ def run(**opts: Any) -> None:
         runs = expand(matrix, opts, ctx.command, ctx) if matrix is not None else [opts]
         sys.exit(run_many([run_config(dict(r)) for r in repeat(runs, count)], junit, console))
     cfg = run_config(opts)
-    result = Runner(cfg, console).run()
+    runner = Runner(cfg, console)  # the configuration checked before anything starts
+    # The check's JVM boots while the cluster deploys (a wait on the nodes): the check finds
+    # it up rather than waiting seconds for it at the end.
+    start_spark(cfg.spark_master)
+    result = runner.run()
     if result.interrupted:
         err.print(f"interrupted; the history is kept: `harness check {result.run_dir}` analyses it")
         sys.exit(EXIT_INTERRUPTED)

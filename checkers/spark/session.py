@@ -71,7 +71,9 @@ def session_of(spark: Spark) -> SparkSession:
 
 
 def _launch(master: str | None) -> None:
-    with contextlib.suppress(InfraError):
+    # whatever stopped it (a JVM that Ctrl-C ended as it booted: py4j's own errors too), the
+    # call that needs the session launches it again and says why it could not
+    with contextlib.suppress(Exception):
         get_spark(master)
 
 
