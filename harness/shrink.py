@@ -13,7 +13,8 @@ one run in three may be all a real bug gives). From the original, in turn:
    complement, keeping whatever still shows the anomaly, down to a schedule from which no single
    fault can be dropped;
 3. the faults that remain moved earlier, the quiet stretches between them closed to a few
-   seconds, and `--time` cut to just after the last of them;
+   seconds, and `--time` cut to just after the last of them (one that lasted to the run's end
+   keeps its length);
 4. half the workers, again and again, then half the rate, while the anomaly still shows.
 
 Each step keeps the smallest candidate so far, written to the shrink's folder as it goes
@@ -114,7 +115,7 @@ class Search:
                 list(base.faults),
                 lambda fs: self._keep(dataclasses.replace(base, faults=tuple(fs))),
             )
-            closed = closed_up(self.best.faults)
+            closed = closed_up(bounded(self.best.faults, self.best.time_limit))
             self._keep(dataclasses.replace(
                 self.best, faults=closed, time_limit=cut_time(closed, self.best)
             ))  # fmt: skip
@@ -202,6 +203,13 @@ def closed_up(faults: Sequence[Entry]) -> tuple[Entry, ...]:
         new_end = stop if stop is not None else round(f.start_s + shift, 3)
         reach = (end, new_end) if reach is None or end > reach[0] else reach
     return tuple(moved)
+
+
+def bounded(faults: Sequence[Entry], until: float) -> tuple[Entry, ...]:
+    """The faults with each that the run's heal ended (no stop of its own) stopping at `until`,
+    the run's end, as it did: moved earlier, it keeps its length and the run can end sooner
+    (a run under `--nemesis all` mostly ends with a fault in place)."""
+    return tuple(f if f.stop_s is not None else Entry(f.start_s, until, f.plan) for f in faults)
 
 
 def cut_time(faults: Sequence[Entry], best: Candidate) -> float:

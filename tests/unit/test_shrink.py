@@ -17,6 +17,7 @@ from harness.explore import Outcome
 from harness.shrink import (
     GAP_S,
     LEAD_S,
+    MIN_RATE,
     TAIL_S,
     Candidate,
     Search,
@@ -101,6 +102,19 @@ def test_the_search_keeps_the_faults_that_matter_early_short_and_light() -> None
     assert best.concurrency == 2 and best.rate == 10.0
     assert found[-1] == best and all(shows(c) for c in found)
     assert search.tried == len(search.seen) < 60
+
+
+def test_a_fault_in_place_at_the_end_keeps_its_length_and_the_run_is_cut_after_it() -> None:
+    """A run under `--nemesis all` mostly ends with a fault the heal stops: moved earlier, it
+    lasts as long as it did, and --time ends just after it (before, a fault without a stop of
+    its own kept the whole --time)."""
+    first, last = fault(0, 100.0, 130.0), fault(1, 500.0, None)
+    original = Candidate((first, last), 600.0, 1, MIN_RATE)
+    best = Search(lambda c: {0, 1} <= set(numbers(c.faults)), budget_s=3600).run(original)
+    assert [(f.start_s, f.stop_s) for f in best.faults] == [
+        (LEAD_S, LEAD_S + 30), (LEAD_S + 30 + GAP_S, LEAD_S + 30 + GAP_S + 100),
+    ]  # fmt: skip
+    assert best.time_limit == LEAD_S + 30 + GAP_S + 100 + TAIL_S
 
 
 def test_evidence_before_every_fault_tries_none_for_just_past_it_first() -> None:
