@@ -210,13 +210,15 @@ def check_paths(
 ) -> int:
     """Check each path, print its verdict and report path; return the worst exit code. `model`,
     `contract` and `max_recovery`, when given, override each run's."""
-    from checkers.spark.session import start_spark
+    from checkers.spark.session import small_history, start_spark
 
     if out is not None and len(paths) > 1:
         raise BadInput("--out takes one path to check; drop it to write beside each history")
     if len(paths) == 1:  # one path: its bad input is the whole answer (exit 254 via the CLI)
         target = resolve(paths[0], workloads, out, bank)
-        results = analyze(start_spark(spark_master), target, console, model, contract, max_recovery)
+        # one short history: a JVM that compiles for it, unless the process has one already
+        spark = start_spark(spark_master, small=small_history(target.history))
+        results = analyze(spark, target, console, model, contract, max_recovery)
         print_verdict(console, results, target.out_dir)
         return exit_code(results["valid"])
     spark = start_spark(spark_master)

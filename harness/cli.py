@@ -291,7 +291,7 @@ def run(**opts: Any) -> None:
 
     With --test-count or --matrix, run many one after another, check each, print a table of
     them all and exit with the worst verdict."""
-    from checkers.spark.session import start_spark
+    from checkers.spark.session import SMALL_OPS, start_spark
     from harness.check import check_paths
     from harness.runner import Runner
 
@@ -306,7 +306,7 @@ def run(**opts: Any) -> None:
     runner = Runner(cfg, console)  # the configuration checked before anything starts
     # The check's JVM boots while the cluster deploys (a wait on the nodes): the check finds
     # it up rather than waiting seconds for it at the end.
-    start_spark(cfg.spark_master)
+    start_spark(cfg.spark_master, small=0 < cfg.rate * cfg.time_limit <= SMALL_OPS)
     result = runner.run()
     if result.interrupted:
         err.print(f"interrupted; the history is kept: `harness check {result.run_dir}` analyses it")

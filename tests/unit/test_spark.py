@@ -129,3 +129,44 @@ def test_the_daemon_moves_only_sparks_zips_to_the_end_of_the_path() -> None:
         f"{lib}/pyspark.zip",
         f"{lib}/py4j-0.10.9.9-src.zip",
     ]
+
+
+def test_a_session_for_a_short_history_compiles_with_c1_alone_and_maps_the_archive(
+    tmp_path: Path,
+) -> None:
+    """A run's or a check's one short history: the JVM stops at the quick compiler (a third less
+    of its CPU on a 60 s run's history) and still maps the class archive."""
+    script = (
+        "from checkers.spark import class_archive\n"
+        "from checkers.spark.session import get_spark\n"
+        "spark = get_spark('local[1]', small=True)\n"
+        "assert spark.range(10).count() == 10\n"
+        "jvm = spark.sparkContext._jvm\n"
+        "bean = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(\n"
+        "    jvm.java.lang.Class.forName('com.sun.management.HotSpotDiagnosticMXBean'))\n"
+        "print(bean.getVMOption('TieredStopAtLevel').getValue())\n"
+        "pid = spark.sparkContext._gateway.proc.pid\n"
+        "print(str(class_archive.path()) in open(f'/proc/{pid}/maps').read())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "1\nTrue\n", "")
+
+
+def test_a_history_is_short_by_its_size(tmp_path: Path) -> None:
+    from checkers.spark.session import BYTES_PER_OP, SMALL_OPS, small_history
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "history.jsonl").write_bytes(b"x" * (SMALL_OPS * BYTES_PER_OP))
+    assert small_history(run) and small_history(run / "history.jsonl")
+    with (run / "history.jsonl").open("ab") as f:
+        f.write(b"x")
+    assert not small_history(run)
+    assert not small_history(tmp_path / "nothing")
