@@ -34,20 +34,38 @@ def test_a_quorum_patroni_cluster_killed_and_switched_over_loses_nothing(
     assert len(holders - {None}) >= 2, holders  # the key moved with the primary
 
 
-# Alone: a failover that takes longer than the kill (20 s of its 22.5 s here, with another
-# cluster beside it) lets the killed primary take its key back, and nothing is lost to name.
+# The replication cut from 8 s to 46 s, the primary killed inside it from 13 s to 43 s: adds
+# acknowledged from 8 s to 13 s are on the primary alone, and 30 s of silence is more than the
+# failover takes (20 s of a 22.5 s kill with another cluster beside it). Alone all the same: a
+# failover slower than the kill lets the killed primary take its key back, and nothing is lost
+# to name.
+REPLICATION_KILL = {
+    "format": "harness-schedule",
+    "version": 1,
+    "cluster": "patroni",
+    "faults": [
+        {"start_s": 8.0, "stop_s": 46.0,
+         "plan": {"fault": "partition", "shape": "replication", "grudge": None}},
+        {"start_s": 13.0, "stop_s": 43.0,
+         "plan": {"fault": "kill", "target": "primaries", "targets": None}},
+    ],
+}  # fmt: skip
+
+
 @pytest.mark.alone
 def test_an_asynchronous_primary_killed_while_cut_from_its_replicas_loses_acknowledged_writes(
-    store: Path,
+    store: Path, tmp_path: Path
 ) -> None:
     """Patroni's default (`synchronous_mode` off) under `replication-kill`: the primary, cut off
     from its replicas but not from etcd or its clients, acknowledges adds no replica receives;
     killed, its key expires and a replica within `maximum_lag_on_failover` is promoted; back,
     it is rewound. Those adds are gone, and the set checker names them one by one."""
+    schedule = tmp_path / "schedule.json"
+    schedule.write_text(json.dumps(REPLICATION_KILL))
     result = harness(
         "run", "--cluster", "patroni", "--patroni-sync", "off", "--ttl", "9",
-        "--workload", "set", "--nemesis", "replication-kill", "--nemesis-interval", "40",
-        "--time", "90", "--seed", "0", "--store", str(store), timeout=1200,
+        "--workload", "set", "--schedule", str(schedule), "--time", "50", "--seed", "0",
+        "--store", str(store), timeout=1200,
     )  # fmt: skip
     run = (store / "latest").resolve()
     results = json.loads((run / "results.json").read_text())
