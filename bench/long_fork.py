@@ -48,8 +48,21 @@ CONFIGS: dict[str, tuple[str, str, float, int, float]] = {
     # n3 replays 2 s behind: its reads see older prefixes, which snapshot isolation without
     # real-time order allows (the control that must not cry wolf): expected valid
     "held-back": ("any", "async", 0, 20, 0),
+    # At the load the harness reaches (bench/append_load.py's keys200-w40, about 400 committed a
+    # second): many commits in flight at once, each a chance for the primary's visibility order
+    # and the WAL's to differ. With quorum or sync replication, the commits that wait for a
+    # standby's reply are released together when it comes, in an order of their own.
+    "load": ("any", "async", 0, 40, 0),
+    "load-quorum": ("any", "quorum", 0, 40, 0),
+    "load-sync": ("any", "sync", 0, 40, 0),
 }
-EXTRA: dict[str, list[str]] = {"held-back": ["--apply-delay", "2000"]}
+LOAD = ["--key-count", "200"]
+EXTRA: dict[str, list[str]] = {
+    "held-back": ["--apply-delay", "2000"],
+    "load": LOAD,
+    "load-quorum": LOAD,
+    "load-sync": LOAD,
+}
 COLUMNS = (
     ("config", "config"),
     ("read_from", "reads on"),
@@ -57,6 +70,7 @@ COLUMNS = (
     ("rate", "rate"),
     ("concurrency", "workers"),
     ("op_pause", "pause ms"),
+    ("extra", "more options"),
     ("seed", "seed"),
     ("seconds", "s"),
     ("verdict", "verdict"),
@@ -85,6 +99,7 @@ def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "rate": rate,
         "concurrency": concurrency,
         "op_pause": pause,
+        "extra": " ".join(EXTRA.get(config, [])),
         "seconds": args.time,
     }
     return run_row(cmd, args.store, f"long-fork-{config}-s{seed}", keys, read_run)
