@@ -55,6 +55,9 @@ CONFIGS: dict[str, tuple[str, str, float, int, float]] = {
     "load": ("any", "async", 0, 40, 0),
     "load-quorum": ("any", "quorum", 0, 40, 0),
     "load-sync": ("any", "sync", 0, 40, 0),
+    # ... and the standbys' WAL a few milliseconds late and uneven, as across a network
+    # (Jepsen's clusters were machines apart; here a standby replays within a millisecond)
+    "load-latency": ("any", "async", 0, 40, 0),
 }
 LOAD = ["--key-count", "200"]
 EXTRA: dict[str, list[str]] = {
@@ -62,7 +65,24 @@ EXTRA: dict[str, list[str]] = {
     "load": LOAD,
     "load-quorum": LOAD,
     "load-sync": LOAD,
+    "load-latency": LOAD,
 }
+# Configurations whose runs replay a schedule (`--schedule`, written into the store): a latency
+# toxic on the streaming kind's `upstream` link (each standby's walreceiver to its primary), on
+# the stream from the primary, for the whole run.
+SCHEDULES: dict[str, dict[str, Any]] = {
+    "load-latency": {
+        "format": "harness-schedule",
+        "version": 1,
+        "cluster": "streaming",
+        "faults": [
+            {"start_s": 0.0, "stop_s": None,
+             "plan": {"fault": "toxic", "target": "all", "targets": ["n1", "n2", "n3"],
+                      "toxic": "latency", "stream": "downstream", "link": "upstream",
+                      "attributes": {"latency": 3, "jitter": 3}}},
+        ],
+    },
+}  # fmt: skip
 COLUMNS = (
     ("config", "config"),
     ("read_from", "reads on"),
@@ -91,6 +111,11 @@ def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "--rate", str(rate), "--concurrency", str(concurrency), "--op-pause", str(pause),
         *EXTRA.get(config, []),
     ]  # fmt: skip
+    if config in SCHEDULES:
+        schedule = args.store / f"{config}.schedule.json"
+        schedule.parent.mkdir(parents=True, exist_ok=True)
+        schedule.write_text(json.dumps(SCHEDULES[config]))
+        cmd += ["--schedule", str(schedule)]
     keys = {
         "config": config,
         "seed": seed,
@@ -99,10 +124,20 @@ def run_one(config: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "rate": rate,
         "concurrency": concurrency,
         "op_pause": pause,
-        "extra": " ".join(EXTRA.get(config, [])),
+        "extra": " ".join([*EXTRA.get(config, []), *scheduled(config)]),
         "seconds": args.time,
     }
     return run_row(cmd, args.store, f"long-fork-{config}-s{seed}", keys, read_run)
+
+
+def scheduled(config: str) -> list[str]:
+    """The configuration's schedule in words, for its row: each toxic, its amounts, its link."""
+    faults = SCHEDULES.get(config, {}).get("faults", [])
+    return [
+        f"--schedule ({p['toxic']} {', '.join(f'{k} {v}' for k, v in p['attributes'].items())} "
+        f"on {p['link']} {p['stream']})"
+        for p in (f["plan"] for f in faults)
+    ]
 
 
 def read_run(run: Path) -> dict[str, Any]:

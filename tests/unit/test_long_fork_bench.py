@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from long_fork import CONFIGS, read_run
+from long_fork import CONFIGS, SCHEDULES, read_run, scheduled
 
 from clusters.kinds.streaming import StreamingCluster
 
@@ -46,3 +46,18 @@ def test_every_configuration_is_options_the_streaming_kind_takes() -> None:
         assert StreamingCluster.isolation_refused(checked, "repeatable-read") is None
         assert rate >= 0 and concurrency >= 1 and pause >= 0
     assert CONFIGS["control"][0] == "primary"  # the control reads where it writes
+
+
+def test_each_schedule_replays_on_the_streaming_kind_and_acts_on_a_link_it_has() -> None:
+    from nemesis import replay
+
+    links = {link.name for link in StreamingCluster.links}
+    for config, schedule in SCHEDULES.items():
+        assert config in CONFIGS
+        replaying = replay.replaying_on(StreamingCluster, {})
+        for entry in replay.entries(schedule, ["n1", "n2", "n3"], replaying):
+            assert entry.plan["link"] in links, entry.plan
+            replay.fault_of(entry.plan, replaying)
+    assert scheduled("load-latency") == [
+        "--schedule (latency latency 3, jitter 3 on upstream downstream)"
+    ]
