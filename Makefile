@@ -69,8 +69,11 @@ lint: python
 # that time a cluster's recovery, with the machine to themselves (a cluster starved of CPU by the
 # others' recovers late, which is no finding). The slowest tests are listed at the end of each phase,
 # so that a CI log says where its time went. PYTEST_ARGS adds options, e.g.
-# `make test PYTEST_ARGS="-k churn"`.
-test: setup test-debs test-images lint
+# `make test PYTEST_ARGS="-k churn"`. Before them, the packages (apt holds one lock), then the rest
+# of the set-up side by side: the Spark archive's JVM, cargo, the images' checks and lint each
+# wait on something much of the time.
+test: python debs test-debs
+	$(MAKE) --no-print-directory -j4 setup test-images lint
 	$(BIN)/pytest -q -n 3 --dist loadscope --no-loadscope-reorder -m "not alone" --durations=25 $(PYTEST_ARGS)
 	$(BIN)/pytest -q -m alone --durations=5 $(PYTEST_ARGS)
 
