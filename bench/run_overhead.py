@@ -47,7 +47,6 @@ GROUPS = {
     "postgres": "postgres",
 }
 COLUMNS = (
-    ("harness", "harness checkout"),
     ("options", "options"),
     ("deploy_s", "deploy s"),
     ("drive_s", "clients and heal s"),
@@ -147,7 +146,7 @@ def one_run(harness: Path, args: argparse.Namespace, store: Path) -> dict[str, A
         code = proc.wait()
         ended = time.monotonic() - began
     row: dict[str, Any] = {
-        "harness": checkout_of(harness),
+        "commit": checkout_of(harness),  # the checkout that ran, whichever this bench is
         "options": args.options,
         "time_s": args.time,
         "exit": code,
@@ -198,7 +197,7 @@ def main() -> int:
         for harness in harnesses:
             row = one_run(harness, args, args.store)
             append_row(args.rows, row)
-            print(f"run {number + 1}, {row['harness']}: {json.dumps(row)}", flush=True)
+            print(f"run {number + 1}, {row['commit']}: {json.dumps(row)}", flush=True)
     print(table(COLUMNS, read_rows(args.rows)))
     return 0
 
