@@ -56,9 +56,10 @@ def _engine(doing: str) -> Iterator[None]:
 class DockerNode(Node):
     """A container of a cluster; its `harness.node` label (n1, n2, …) is its name and hostname."""
 
-    def __init__(self, container: Container) -> None:
+    def __init__(self, container: Container, direct: bool = True) -> None:
         self._container = container
         self.name = container.labels[NODE_LABEL]
+        self._direct = direct  # whether `endpoint` may give the node's own address
         # A published port keeps its host port for the container's life (the harness never
         # restarts a container), and polls ask for it every round: the engine is asked once.
         self._ports: dict[int, tuple[str, int]] = {}
@@ -144,7 +145,7 @@ class DockerNode(Node):
         published = [int(b["HostPort"]) for b in bindings if b["HostIp"] == "127.0.0.1"]
         if not published:
             raise InfraError(f"port {port} of {self.name} is not published: pass it to up()")
-        address = direct_address(settings.get("Networks") or {})
+        address = direct_address(settings.get("Networks") or {}) if self._direct else None
         self._ports[port] = (address, port) if address else ("127.0.0.1", published[0])
         return self._ports[port]
 
@@ -163,12 +164,17 @@ class DockerBackend(Backend):
         console: Console | None = None,
         power: bool = False,
         state_volume: bool = True,
+        direct: bool = True,
     ) -> None:
         # Checked now so that an absent engine is a clear BadInput before any work starts.
         self.client = engine_client(base_url)
         # Each node's state on a volume of its own (below); off for containers that stand for
         # hosts of another backend, on which /var/lib/harness is the harness's to make.
         self.state_volume = state_volume
+        # Clients reach a node at its own address where they can (DockerNode.endpoint); off:
+        # through the published ports alone, as another machine's hosts are reached (the ssh
+        # backend's tests map those ports).
+        self.direct = direct
         self._spec = image_spec
         self._console = console
         self.power = power
@@ -257,7 +263,7 @@ class DockerBackend(Backend):
         return self.nodes(cluster)
 
     def nodes(self, cluster: str) -> list[Node]:
-        return in_order(DockerNode(c) for c in self._containers(cluster))
+        return in_order(DockerNode(c, self.direct) for c in self._containers(cluster))
 
     def clusters(self) -> list[str]:
         with _engine("listing clusters"):

@@ -89,9 +89,10 @@ def sshds(
     docker_backend: DockerBackend, module_cluster_name: str, client_key: tuple[Path, bytes]
 ) -> list[Sshd]:
     """Three containers with sshd, standing for hosts (no state volume: /var/lib/harness is the
-    ssh backend's to make and remove); module_cluster_name takes them down."""
+    ssh backend's to make and remove), reached through their published ports as another
+    machine's would be; module_cluster_name takes them down."""
     found = []
-    hosts = DockerBackend(state_volume=False)
+    hosts = DockerBackend(state_volume=False, direct=False)
     for node in hosts.up(module_cluster_name, 3, [22, pg.PORT]):
         node.put_file("/root/.ssh/authorized_keys", client_key[1], mode=0o600)
         # Host keys of its own, not the ones the image build generated: each host differs.
