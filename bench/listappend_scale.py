@@ -39,6 +39,7 @@ import math
 import os
 import pstats
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,7 +53,14 @@ from pathlib import Path
 from typing import Any
 
 from checkers.listappend import check
-from checkers.listappend.history import Txn, mops_of, write_history
+from checkers.listappend.history import (
+    Txn,
+    completion,
+    history_line,
+    invocation,
+    mops_of,
+    write_history,
+)
 from workloads.append import Append
 from workloads.base import WorkloadOptions
 
@@ -91,7 +99,28 @@ def execute(store: dict[Any, list[Any]], value: list[list[Any]]) -> list[list[An
     return done
 
 
-def generate(
+def generate(*args: Any, **kwargs: Any) -> list[Txn]:
+    """The transactions of `simulate` (its arguments), in the order they completed."""
+    return [t for begun, t in simulate(*args, **kwargs) if not begun]
+
+
+def stream_history(path: Path, *args: Any, **kwargs: Any) -> int:
+    """The history file of `simulate` (its arguments), written as it goes: the same file
+    write_history makes of `generate`'s transactions, without holding them (10M would not
+    fit). Each event is written as its index is given, so the lines come in index order.
+    Returns the transactions written."""
+    count = 0
+    with path.open("w", encoding="utf-8") as out:
+        for begun, t in simulate(*args, **kwargs):
+            if begun:
+                out.write(history_line(t.index, invocation(t)))
+            else:
+                out.write(history_line(t.complete, completion(t) or {}))
+                count += 1
+    return count
+
+
+def simulate(
     n: int,
     concurrency: int,
     options: WorkloadOptions,
@@ -102,7 +131,7 @@ def generate(
     nodes: int = 0,
     primaries: int = 1,
     fork: float = 0.5,
-) -> list[Txn]:
+) -> Iterator[tuple[bool, Txn]]:
     """`n` client transactions (plus the final read) from `concurrency` overlapping processes,
     each bound to one of `nodes` nodes (n1, n2, …) as a run's clients are, or to none.
 
@@ -113,7 +142,8 @@ def generate(
 
     An event simulation in ns: a process invokes, its transaction takes effect 0.3–2 ms later
     (all effects in time order, so serially), it completes 0.1–1 ms after that and invokes again
-    within 0.2 ms. Indices are given in time order, as the history writer does."""
+    within 0.2 ms. Indices are given in time order, as the history writer does. Yields
+    (True, the transaction as invoked) as each begins, (False, the transaction) as it ends."""
     rng = random.Random(seed)
     workload = Append(options)
     stores: list[dict[Any, list[Any]]] = [{}]
@@ -124,7 +154,6 @@ def generate(
     for slot in range(concurrency):
         heapq.heappush(heap, (rng.randrange(100 * US), next(seq), slot, START))
     index = started = now = 0
-    txns: list[Txn] = []
     while heap:
         now, _, slot, phase = heapq.heappop(heap)
         if phase == START:
@@ -133,6 +162,7 @@ def generate(
             started += 1
             _, value = workload.next_op(rng)
             pending[slot] = [index, now, value, None, None]
+            yield True, Txn(index, index, process[slot], "invoke", now, None, mops_of(value))
             index += 1
             heapq.heappush(heap, (now + rng.randint(300 * US, 2000 * US), next(seq), slot, APPLY))
         elif phase == APPLY:
@@ -157,7 +187,7 @@ def generate(
             invoked, start, _, outcome, result = pending[slot]
             node = f"n{slot % nodes + 1}" if nodes else None
             mops = mops_of(result)
-            txns.append(Txn(invoked, index, process[slot], outcome, start, now, mops, node))
+            yield False, Txn(invoked, index, process[slot], outcome, start, now, mops, node)
             index += 1
             if outcome == "info":  # the runner's client becomes a new process
                 process[slot] += concurrency
@@ -168,11 +198,12 @@ def generate(
             result = execute(stores[0], value)
             now = start + 1000 * US
             node = "n1" if nodes else None
-            txns.append(
-                Txn(index, index + 1, FINAL_PROCESS, "ok", start, now, mops_of(result), node)
+            yield True, Txn(index, index, FINAL_PROCESS, "invoke", start, None, mops_of(value))
+            yield (
+                False,
+                Txn(index, index + 1, FINAL_PROCESS, "ok", start, now, mops_of(result), node),
             )
             index += 2
-    return txns
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -391,26 +422,64 @@ def spark_check(txns: list[Txn], model: str, keep: Path | None, size: int) -> Sp
         path = Path(tmp) / "history.jsonl"
         w0 = time.perf_counter()
         write_history(txns, path)
-        write = time.perf_counter() - w0
-        out = Path(tmp) / "check"
-        cmd = [HARNESS, "check", str(path), "--workload", "append", "--out", str(out)]
-        cmd += ["--model", model]
-        load = os.getloadavg()[0]
-        with (Path(tmp) / "output").open("w+") as output:
-            c0 = time.perf_counter()
-            proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT)
-            used = usage_while_running(proc)
-            wall = time.perf_counter() - c0
-            output.seek(0)
-            text = output.read()
-        results = out / "results.json"
-        steps: dict[str, float] = {}
-        if results.exists():
-            found = json.loads(results.read_text())
-            verdict, steps = found.get("verdict", "?"), found.get("seconds", {})
-        else:
-            verdict = f"exit {proc.returncode}: {text.strip()[-300:]}"
-        return SparkRun(size, len(txns), write, wall, f"{model}: {verdict}", load, used, steps)
+        return check_file(path, model, size, len(txns), time.perf_counter() - w0)
+
+
+def check_file(path: Path, model: str, size: int, txns: int, write_s: float) -> SparkRun:
+    """`harness check` of a written history, timed as a subprocess, its output beside it."""
+    out = path.parent / f"check-{path.stem}-{model}"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [HARNESS, "check", str(path), "--workload", "append", "--out", str(out)]
+    cmd += ["--model", model]
+    load = os.getloadavg()[0]
+    with (path.parent / f"output-{path.stem}-{model}").open("w+") as output:
+        c0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT)
+        used = usage_while_running(proc)
+        wall = time.perf_counter() - c0
+        output.seek(0)
+        text = output.read()
+    results = out / "results.json"
+    steps: dict[str, float] = {}
+    if results.exists():
+        found = json.loads(results.read_text())
+        verdict, steps = found.get("verdict", "?"), found.get("seconds", {})
+    else:
+        verdict = f"exit {proc.returncode}: {text.strip()[-300:]}"
+    return SparkRun(size, txns, write_s, wall, f"{model}: {verdict}", load, used, steps)
+
+
+def streamed_check(
+    n: int, models: list[str], args: argparse.Namespace, options: Any
+) -> list[SparkRun]:
+    """--spark-only: the history streamed to a file (10M transactions would not fit in this
+    process as objects), kept under --tmp and used again when it is there, then checked."""
+    folder = args.tmp or Path(tempfile.mkdtemp(prefix="listappend-scale-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    shape = f"c{args.concurrency}-n{args.nodes}-s{args.seed}"
+    if args.primaries > 1:
+        shape += f"-p{args.primaries}-f{args.fork:g}"
+    path = folder / f"history-{show_size(n)}-{shape}.jsonl"
+    ready = path.with_suffix(".count")
+    w0 = time.perf_counter()
+    if ready.exists():
+        txns = int(ready.read_text())
+        print(f"\n{show_size(n)}: {txns} txns from {path}", flush=True)
+    else:
+        txns = stream_history(path, n, args.concurrency, options, args.seed, args.fail_rate,
+                              args.info_rate, not args.no_final_read, args.nodes, args.primaries,
+                              args.fork)  # fmt: skip
+        ready.write_text(str(txns))
+        print(f"\n{show_size(n)}: wrote {txns} txns to {path} in "
+              f"{time.perf_counter() - w0:.1f} s", flush=True)  # fmt: skip
+    write_s = time.perf_counter() - w0
+    runs = []
+    for model in models:
+        runs.append(check_file(path, model, n, txns, write_s))
+        print(f"  harness check: {runs[-1].wall_s:.1f} s, {runs[-1].verdict}", flush=True)
+    if args.tmp is None:
+        shutil.rmtree(folder, ignore_errors=True)
+    return runs
 
 
 # --- the report ----------------------------------------------------------------------------------
@@ -527,6 +596,13 @@ def main() -> None:
     parser.add_argument("--spark", action="store_true", help="also time `harness check`")
     parser.add_argument("--spark-max", default="100k", help="largest size for --spark")
     parser.add_argument("--tmp", type=Path, default=None, help="where --spark writes histories")
+    parser.add_argument(
+        "--spark-only",
+        action="store_true",
+        help="no pure check: each history is streamed to a file and checked by `harness check` "
+        "(for 10M, which would not fit in this process as objects); with --tmp the files are "
+        "kept there and used again",
+    )
     args = parser.parse_args()
 
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
@@ -556,6 +632,9 @@ def main() -> None:
     sparks: list[SparkRun] = []
     profiles: list[tuple[int, str, str]] = []
     for n in sizes:
+        if args.spark_only:
+            sparks += streamed_check(n, models, args, options)
+            continue
         g0 = time.perf_counter()
         txns = generate(
             n,

@@ -77,18 +77,33 @@ def write_history(txns: list[Txn], path: Path) -> None:
     whether it writes (appends) on its invocation, a failed one's error on its completion."""
     events: list[tuple[int, dict[str, Any]]] = []
     for t in txns:
-        invoke = [[f, k, None if f == "r" else v] for f, k, v in t.mops]
-        done = [[f, k, list(v) if isinstance(v, tuple) else v] for f, k, v in t.mops]
-        base = {"process": t.process, "f": "txn"}
-        writes = any(f == "append" for f, _, _ in t.mops)
-        events.append(
-            (t.index, {"time": t.start, "type": "invoke", **base, "value": invoke, "write": writes})
-        )
-        if t.end is None:
-            continue  # never completed: the invocation stands alone
-        extra = {name: getattr(t, name) for name in ("node", "error") if getattr(t, name)}
-        events.append((t.complete, {"time": t.end, "type": t.type, **base, "value": done, **extra}))
+        events.append((t.index, invocation(t)))
+        done = completion(t)
+        if done is not None:  # else never completed: the invocation stands alone
+            events.append((t.complete, done))
     events.sort(key=lambda e: e[0])
     with path.open("w", encoding="utf-8") as out:
         for i, event in events:
-            out.write(json.dumps({"index": i, **event}, separators=(",", ":")) + "\n")
+            out.write(history_line(i, event))
+
+
+def invocation(t: Txn) -> dict[str, Any]:
+    """A transaction's invoke event (without its index): reads unknown, appends known."""
+    invoke = [[f, k, None if f == "r" else v] for f, k, v in t.mops]
+    writes = any(f == "append" for f, _, _ in t.mops)
+    return {"time": t.start, "type": "invoke", "process": t.process, "f": "txn",
+            "value": invoke, "write": writes}  # fmt: skip
+
+
+def completion(t: Txn) -> dict[str, Any] | None:
+    """A transaction's completion event (without its index), None if it never completed."""
+    if t.end is None:
+        return None
+    done = [[f, k, list(v) if isinstance(v, tuple) else v] for f, k, v in t.mops]
+    extra = {name: getattr(t, name) for name in ("node", "error") if getattr(t, name)}
+    return {"time": t.end, "type": t.type, "process": t.process, "f": "txn", "value": done,
+            **extra}  # fmt: skip
+
+
+def history_line(index: int, event: dict[str, Any]) -> str:
+    return json.dumps({"index": index, **event}, separators=(",", ":")) + "\n"
