@@ -23,7 +23,7 @@ from checkers.listappend.graph import (
     WR,
     WW,
     Edges,
-    Meta,
+    Txns,
     build,
     process_edges,
     realtime_edges,
@@ -67,7 +67,7 @@ def check(
     def reasons(rows: set[int]) -> dict[Edge, tuple[Any, ...]]:
         return explained({row_key[r]: per_key[row_key[r]] for r in rows})
 
-    return judge(txns, edges, cases, model, budget, reasons, contract)
+    return judge(Txns.of(txns), edges, cases, model, budget, reasons, contract)
 
 
 def add_edges(edges: Edges, found: Sequence[Edge]) -> None:
@@ -88,7 +88,7 @@ def explained(accesses: dict[Any, list[Access]]) -> dict[Edge, tuple[Any, ...]]:
 
 
 def judge(
-    txns: Sequence[Meta],
+    txns: Txns,
     edges: Edges,
     cases: list[dict[str, Any]],
     model: str,
@@ -104,14 +104,14 @@ def judge(
         prohibited |= {RESURRECTED}
     reportable = prohibited | {"empty-transaction-graph", "cycle-search-timeout"}
     wanted = [n for n in cycles.ORDER if n in prohibited]
-    graphed = [t for t in txns if t.type in ("ok", "info")]
+    graphed = txns.where(txns.is_("ok", "info"))
     if any(n.endswith("-realtime") for n in wanted):
         realtime_edges(graphed, edges)
     elif any(n.endswith("-process") for n in wanted):
         process_edges(graphed, edges)
 
-    process_of = {t.index: t.process for t in txns}
-    found = _by_type(lost_on_evidence(cases, process_of))
+    lost_reads = [c["ops"][-1] for c in cases if c["type"] == LOST]
+    found = _by_type(lost_on_evidence(cases, txns.process_of(lost_reads)))
     if not len(edges):
         found["empty-transaction-graph"] = [
             {"type": "empty-transaction-graph", "ops": [], "explanation": EMPTY}
@@ -121,6 +121,7 @@ def judge(
     if cycle_cases:
         steps = [step for cyc in cycle_cases.values() for c in cyc for step in c]
         why = reasons({g.row[s] for s in steps} - {NO_ROW})
+        process_of = txns.process_of(a for a, _, _ in steps)
         for name, cyc in cycle_cases.items():
             found[name] = [explain_cycle(name, c, why, process_of) for c in cyc]
     if timeouts:

@@ -30,6 +30,43 @@ class Meta(Protocol):
     type: str
 
 
+TYPES = ("ok", "info", "fail")
+
+
+@dataclass(frozen=True)
+class Txns:
+    """Every client transaction's order facts as columns, in invocation order: ten million
+    transactions as objects (and the dict of their processes) were gigabytes of the judge's
+    peak, as arrays they are a few hundred megabytes."""
+
+    index: np.ndarray  # int64, ascending: the invocation's history index
+    complete: np.ndarray  # int64: the completion's index (the invocation's if none)
+    process: np.ndarray  # int64
+    type: np.ndarray  # int8: a position in TYPES
+
+    @classmethod
+    def of(cls, txns: Iterable[Meta]) -> Txns:
+        rows = sorted((t.index, t.complete, t.process, TYPES.index(t.type)) for t in txns)
+        columns = np.array(rows, dtype=np.int64).reshape(-1, 4).T
+        return cls(columns[0], columns[1], columns[2], columns[3].astype(np.int8))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def where(self, mask: np.ndarray) -> Txns:
+        return Txns(self.index[mask], self.complete[mask], self.process[mask], self.type[mask])
+
+    def is_(self, *types: str) -> np.ndarray:
+        return np.isin(self.type, [TYPES.index(t) for t in types])
+
+    def process_of(self, indices: Iterable[int]) -> dict[int, int]:
+        """The processes of these transactions (by invocation index), those found."""
+        wanted = np.fromiter(indices, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.index, wanted), max(len(self) - 1, 0))
+        found = (self.index[at] == wanted) if len(self) else np.zeros(len(wanted), dtype=bool)
+        return dict(zip(wanted[found].tolist(), self.process[at[found]].tolist(), strict=True))
+
+
 @dataclass
 class Edges:
     """Typed edges as parallel arrays, appended to in bulk."""
@@ -38,11 +75,11 @@ class Edges:
     dst: array = field(default_factory=lambda: array("q"))
     kind: array = field(default_factory=lambda: array("b"))
 
-    def extend(self, src: Iterable[int], dst: Iterable[int], kind: int) -> None:
-        before = len(self.src)
-        self.src.extend(src)
-        self.dst.extend(dst)
-        self.kind.extend([kind] * (len(self.src) - before))
+    def extend(self, src: np.ndarray, dst: np.ndarray, kind: int) -> None:
+        """Edges of one kind from two int64 arrays."""
+        self.src.frombytes(np.ascontiguousarray(src, dtype=np.int64).tobytes())
+        self.dst.frombytes(np.ascontiguousarray(dst, dtype=np.int64).tobytes())
+        self.kind.frombytes(np.full(len(src), kind, dtype=np.int8).tobytes())
 
     def __len__(self) -> int:
         return len(self.src)
@@ -67,40 +104,39 @@ class Graph:
             self.row[(a, b, kind)] = row
 
 
-def process_edges(txns: Iterable[Meta], out: Edges) -> None:
-    """Each process's ok transactions in completion order."""
-    last: dict[int, int] = {}
-    src, dst = array("q"), array("q")
-    for t in sorted((t for t in txns if t.type == "ok"), key=lambda t: t.complete):
-        if t.process in last:
-            src.append(last[t.process])
-            dst.append(t.index)
-        last[t.process] = t.index
-    out.extend(src, dst, PROCESS)
+def process_edges(txns: Txns, out: Edges) -> None:
+    """Each process's ok transactions in completion order (edges in their heads' completion
+    order)."""
+    ok = txns.where(txns.is_("ok"))
+    order = np.lexsort((ok.complete, ok.process))  # by process, then completion
+    same = ok.process[order[1:]] == ok.process[order[:-1]]
+    src, dst = order[:-1][same], order[1:][same]
+    by_head = np.argsort(ok.complete[dst], kind="stable")
+    out.extend(ok.index[src[by_head]], ok.index[dst[by_head]], PROCESS)
 
 
-def realtime_edges(txns: Iterable[Meta], out: Edges) -> None:
+def realtime_edges(txns: Txns, out: Edges) -> None:
     """T1 → T2 when T1 completed ok before T2 was invoked, kept sparse as Elle does: a completed
-    transaction leaves the frontier once a later one that follows it completes."""
-    events = []
-    for t in txns:
-        events.append((t.index, 0, t.index))
-        if t.type == "ok":
-            events.append((t.complete, 1, t.index))
-    events.sort()
-    frontier: dict[int, None] = {}
-    before: dict[int, list[int]] = {}
-    src, dst = array("q"), array("q")
-    for _, kind, t in events:
-        if kind == 0:
-            before[t] = list(frontier)
-            src.extend(before[t])
-            dst.extend([t] * len(frontier))
-        else:
-            for a in before.pop(t, ()):
-                frontier.pop(a, None)
-            frontier[t] = None
-    out.extend(src, dst, REALTIME)
+    transaction stays on the frontier until a transaction invoked after its completion
+    completes ok, and every transaction invoked while it is there follows it. Computed from
+    that rule with arrays: the frontier walked event by event was, for ten million
+    transactions, twenty million tuples."""
+    ok = txns.where(txns.is_("ok"))
+    # each ok transaction's end on the frontier: the first completion among the ok
+    # transactions invoked after it completed (their index order is ascending)
+    later_min = np.minimum.accumulate(ok.complete[::-1])[::-1]
+    first_after = np.searchsorted(ok.index, ok.complete, side="right")
+    leaves = np.append(later_min, np.iinfo(np.int64).max)[first_after]
+    # every transaction invoked while a frontier member is there: a range of txns.index
+    lo = np.searchsorted(txns.index, ok.complete, side="right")
+    hi = np.searchsorted(txns.index, leaves, side="left")
+    counts = np.maximum(hi - lo, 0)
+    members = np.repeat(np.arange(len(ok)), counts)
+    heads = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    heads += np.repeat(lo, counts)
+    # in the walk's order: by the follower's invocation, then the member's completion
+    order = np.lexsort((ok.complete[members], heads))
+    out.extend(ok.index[members[order]], txns.index[heads[order]], REALTIME)
 
 
 def build(edges: Edges) -> tuple[Graph, int]:

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from checkers.json_texts import joined_array
 from checkers.listappend import Edge, explained
 from checkers.listappend import split_brain as split_brain_keys
-from checkers.listappend.graph import Edges
+from checkers.listappend.graph import TYPES, Edges, Txns
 from checkers.listappend.history import hashable
 from checkers.listappend.keys import Access, analyze, paused_gc
 from checkers.spark.append_micro_ops import COLUMNS, explode
@@ -44,20 +44,11 @@ OUT_SCHEMA = "key string, src binary, dst binary, kind binary, checker string, c
 _BATCH = 1_024  # output rows (keys' edges, cases) per Arrow batch
 
 
-class TxnMeta(NamedTuple):
-    """What the driver needs of every transaction: process and realtime order, names."""
-
-    index: int
-    complete: int
-    process: int
-    type: str
-
-
 @dataclass
 class KeyPass:
     """The pass's output for one operations table."""
 
-    txns: list[TxnMeta]
+    txns: Txns
     edges: Edges
     edge_keys: pa.Array  # the key (JSON text) of each edge
     cases: dict[str, list[dict[str, Any]]]
@@ -124,21 +115,29 @@ def _each_key_once(out: pa.Table) -> bool:
 _last: list[tuple[DataFrame, DataFrame | None, KeyPass]] = []
 
 
-def _meta(txn_ops: DataFrame) -> list[TxnMeta]:
-    """Every transaction's TxnMeta in invocation order (sorted here: a sort in Spark would be
-    two more jobs for what the driver collects anyway)."""
+def _meta(txn_ops: DataFrame) -> Txns:
+    """Every transaction's order facts in invocation order (sorted here: a sort in Spark would
+    be two more jobs for what the driver collects anyway), as columns."""
     columns = ("invoke_index", "complete_index", "process", "type")
     table = txn_ops.select(*columns).toArrow().sort_by("invoke_index")
     complete = pc.coalesce(table.column("complete_index"), table.column("invoke_index"))
-    index, process, type_ = (
-        table.column(n).to_pylist() for n in ("invoke_index", "process", "type")
-    )
     try:
-        procs = [int(p) for p in process]
-    except ValueError as e:
+        process = pc.cast(table.column("process"), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise BadInput(f"a txn operation's process is not a number: {e}") from e
-    with paused_gc():  # a million tuples: the collector would walk them again and again
-        return list(map(TxnMeta._make, zip(index, complete.to_pylist(), procs, type_, strict=True)))
+    # a type neither ok nor info leaves a transaction out of the graph, as fail does
+    codes = pc.fill_null(pc.index_in(table.column("type"), value_set=pa.array(TYPES)),
+                         TYPES.index("fail"))  # fmt: skip
+    return Txns(
+        _int64(table.column("invoke_index")),
+        _int64(complete),
+        _int64(process),
+        _int64(codes).astype(np.int8),
+    )
+
+
+def _int64(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(pc.cast(column, pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _joined(column: pa.ChunkedArray) -> bytes:

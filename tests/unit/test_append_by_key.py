@@ -57,7 +57,8 @@ def outcome(passed: KeyPass) -> tuple[Any, ...]:
     ends = (passed.edges.src, passed.edges.dst, passed.edges.kind)
     edges = zip(*ends, passed.edge_keys.to_pylist(), strict=True)
     cases = {c: sorted(json.dumps(x, sort_keys=True) for x in v) for c, v in passed.cases.items()}
-    return sorted(edges), cases, passed.txns
+    t = passed.txns
+    return sorted(edges), cases, [c.tolist() for c in (t.index, t.complete, t.process, t.type)]
 
 
 def same_pass(ops: DataFrame, by_key: DataFrame) -> None:
