@@ -268,7 +268,7 @@ class _Columns(NamedTuple):
     kind: np.ndarray  # into EVENT_TYPES
     f: np.ndarray  # into fs
     fs: list[str]
-    values: pa.Array
+    values: pa.Array | pa.ChunkedArray
     node: pa.Array
     error: pa.Array
     workload: pa.Array
@@ -311,8 +311,10 @@ def _merged(parts: list[_Columns]) -> _Columns:
         number = {v: i for i, v in enumerate(into)}
         return np.array([number[v] for v in local], np.int64)[codes]
 
-    def joined(name: str) -> pa.Array:
-        return pa.concat_arrays([getattr(part, name) for part in parts])
+    def joined(name: str) -> pa.Array | pa.ChunkedArray:
+        arrays = [getattr(part, name) for part in parts]
+        # the values' texts are most of a history: kept in their chunks, not copied into one
+        return pa.chunked_array(arrays) if name == "values" else pa.concat_arrays(arrays)
 
     return _Columns(
         index=np.concatenate([part.index for part in parts]),

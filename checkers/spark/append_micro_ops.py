@@ -45,7 +45,7 @@ _RESPELLED = (b"\\", b"{")
 _DIGITS_AS_ONES = bytes.maketrans(b"0123456789", b"1" * 10)
 _LONG_NUMBER = b"1" * 39
 _FS = pa.array(["append", "r"])  # a row's f, by whether it reads
-_TXN_COLUMNS = ("invoke_index", "type", "invoke_time", "complete_time", "node", "error", "value")
+_TXN_COLUMNS = ("invoke_index", "type", "invoke_time", "complete_time", "node", "error")
 _DECODED_TXNS = 200_000  # transactions whose micro-operations are decoded at a time
 
 
@@ -88,8 +88,9 @@ def store_by_key(ops: pa.Table, path: Path) -> bool:
     the reader builds them), sorted by key, transaction and position, no key across two row
     groups; False (nothing written) when a transaction holds what `explode` might read otherwise."""
     client = pc.and_(pc.equal(ops["f"], "txn"), pc.not_equal(ops["process"], NEMESIS))
-    txns = ops.select(_TXN_COLUMNS).filter(client).combine_chunks()
-    rows = _rows(txns)
+    # the rows by their positions: the values' texts (most of a history) are taken a piece at
+    # a time, never copied whole
+    rows = _rows(ops.select(_TXN_COLUMNS), ops["value"], pc.indices_nonzero(client))
     if rows is None or not rows.num_rows:  # (no rows: nothing for the pass to save)
         return False
     draft = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
@@ -103,12 +104,11 @@ def store_by_key(ops: pa.Table, path: Path) -> bool:
     return True
 
 
-def _rows(txns: pa.Table) -> pa.Table | None:
-    """The micro-operations of these transactions sorted by key, or None."""
-    values = txns["value"].combine_chunks()
+def _rows(txns: pa.Table, values: pa.ChunkedArray, at: pa.Array) -> pa.Table | None:
+    """The micro-operations of the transactions at these positions sorted by key, or None."""
     pieces = []
-    for start in range(0, len(values), _DECODED_TXNS):
-        piece = _micro_ops(values.slice(start, _DECODED_TXNS))
+    for start in range(0, len(at), _DECODED_TXNS):
+        piece = _micro_ops(values.take(at.slice(start, _DECODED_TXNS)).combine_chunks())
         if piece is None:
             return None
         pieces.append(piece)
@@ -125,12 +125,17 @@ def _rows(txns: pa.Table) -> pa.Table | None:
     pos = np.arange(len(txn)) - np.repeat(np.cumsum(counts) - counts, counts)
     key_codes = pc.dictionary_encode(key_texts).indices.to_numpy()
     order = pa.array(np.lexsort((pos, txn, key_codes)))
-    at = pa.array(txn).take(order)
+    del key_codes
+    at = at.take(pa.array(txn)).take(order)
+    del txn
+    # each text column sorted and its unsorted one let go before the next is taken
+    key_texts = key_texts.take(order)
+    arg_texts = arg_texts.take(order)
     # the few distinct texts of these columns are taken as their codes
     coded = {c: pc.dictionary_encode(txns[c]).take(at) for c in ("type", "node", "error")}
     return pa.table(
         {
-            "key": key_texts.take(order),
+            "key": key_texts,
             "txn": txns["invoke_index"].take(at),
             "pos": pa.array(pos).take(order),
             "type": coded["type"],
@@ -139,7 +144,7 @@ def _rows(txns: pa.Table) -> pa.Table | None:
             "node": coded["node"],
             "error": coded["error"],
             "f": pa.DictionaryArray.from_arrays(reads, _FS).take(order),
-            "arg": arg_texts.take(order),
+            "arg": arg_texts,
         }
     )
 
