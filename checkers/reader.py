@@ -106,7 +106,12 @@ def read(path: Path, workload: str | None = None, writes: Writes | None = None) 
     if (twice := ordered[1:][ordered[1:] == ordered[:-1]]).size:
         raise BadInput(_shared_index(path, int(twice[0])))
     pairs = _pairs(columns)
-    ops = _table(columns, pairs, workload)
+    # the values' chunks held by this list alone, so that _table can let each go when done
+    values = columns.values
+    chunks = list(values.chunks) if isinstance(values, pa.ChunkedArray) else [values]
+    del values
+    columns = columns._replace(values=None)
+    ops = _table(columns, pairs, workload, chunks)
     return History(fill_writes(ops, writes), len(columns.index), notes)
 
 
@@ -268,7 +273,7 @@ class _Columns(NamedTuple):
     kind: np.ndarray  # into EVENT_TYPES
     f: np.ndarray  # into fs
     fs: list[str]
-    values: pa.Array | pa.ChunkedArray
+    values: pa.Array | pa.ChunkedArray | None  # None once _table has them
     node: pa.Array
     error: pa.Array
     workload: pa.Array
@@ -425,8 +430,8 @@ def _broken(
     )
 
 
-def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
-    """The operations table (SCHEMA)."""
+def _table(c: _Columns, pairs: _Pairs, workload: str | None, values: list[Any]) -> pa.Table:
+    """The operations table (SCHEMA); `values`, the chunks of the events' values, is emptied."""
     at = pa.array(pairs.invoked)
     done = pa.array(pairs.completion, mask=~pairs.has_done)
     tagged = pc.coalesce(c.workload.take(at), c.workload.take(done))
@@ -434,7 +439,8 @@ def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
         tagged = pc.if_else(pa.array(pairs.client), pc.coalesce(tagged, workload), None)
     index, time = pa.array(c.index), pa.array(c.time)
     complete_time = time.take(done)
-    outcome = pa.array(np.where(pairs.has_done, pairs.completion, pairs.invoked))
+    outcome = np.where(pairs.has_done, pairs.completion, pairs.invoked)
+    invoke_value, value = _taken(values, pairs.invoked, outcome)
     return pa.table(
         {
             "process": pa.array(c.names).take(pa.array(c.process).take(at)),
@@ -446,8 +452,8 @@ def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
             "invoke_time": time.take(at),
             "complete_index": index.take(done),
             "complete_time": complete_time,
-            "invoke_value": c.values.take(at),
-            "value": c.values.take(outcome),
+            "invoke_value": invoke_value,
+            "value": value,
             "error": c.error.take(done),
             "latency_ns": pc.subtract(complete_time, time.take(at)),
             "lsn": c.lsn.take(done),
@@ -456,6 +462,38 @@ def _table(c: _Columns, pairs: _Pairs, workload: str | None) -> pa.Table:
         },
         schema=SCHEMA,
     )
+
+
+def _taken(values: list[Any], *positions: np.ndarray) -> list[pa.ChunkedArray]:
+    """The texts at each array of positions, taken _TAKEN_ROWS operations at a time from the
+    chunks that hold them; a chunk no later operation needs is let go at once, so that the
+    texts, most of a history, are not held twice (for ten million transactions, gigabytes).
+    Operations in invocation order need the chunks in file order, so they go one by one;
+    `values` is emptied."""
+    text = values[0].type
+    ends = np.cumsum([len(v) for v in values])
+    starts = ends - [len(v) for v in values]
+    later = [np.minimum.accumulate(p[::-1])[::-1] for p in positions]  # what is still needed
+    out: list[list[pa.Array]] = [[] for _ in positions]
+    n = len(positions[0])
+    for i in range(0, n, _TAKEN_ROWS):
+        j = min(i + _TAKEN_ROWS, n)
+        lo = min(int(p[i:j].min()) for p in positions)
+        hi = max(int(p[i:j].max()) for p in positions)
+        first, last = np.searchsorted(ends, [lo, hi], side="right").tolist()
+        window = pa.chunked_array(values[first : last + 1], type=text)
+        for taken, p in zip(out, positions, strict=True):
+            taken.append(window.take(pa.array(p[i:j] - starts[first])).combine_chunks())
+        del window
+        if j < n:
+            needed = min(int(rest[j]) for rest in later)
+            for k in range(int(np.searchsorted(ends, needed, side="right"))):
+                values[k] = None
+    values.clear()
+    return [pa.chunked_array(taken, type=text) for taken in out]
+
+
+_TAKEN_ROWS = 1 << 20
 
 
 def fill_writes(ops: pa.Table, writes: Writes | None) -> pa.Table:

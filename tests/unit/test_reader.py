@@ -8,10 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from checkers.operations import op_dict
-from checkers.reader import PARTIAL_LINE_NOTE, SCHEMA, read, read_history
+from checkers.reader import PARTIAL_LINE_NOTE, SCHEMA, _taken, read, read_history
 from core.errors import BadInput
 from core.history import OP_COLUMNS, HistoryWriter
 
@@ -315,6 +317,30 @@ def test_a_history_read_in_chunks_is_the_history_read_whole(
     monkeypatch.setattr("checkers.reader.CHUNK_BYTES", 300)
     assert read(path).ops.to_pylist() == whole.to_pylist()
     assert read(path).events == len(chunked_history())
+    # the values taken a few operations at a time, each chunk let go when passed
+    monkeypatch.setattr("checkers.reader._TAKEN_ROWS", 7)
+    assert read(path).ops.to_pylist() == whole.to_pylist()
+
+
+def test_values_are_taken_in_slices_whatever_the_order_of_positions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Texts taken a slice of positions at a time from chunks let go as they are passed: the
+    same texts as one take, whether the positions go forward (as a history's operations do),
+    back and forth, or repeat (an operation never completed is its own outcome)."""
+    monkeypatch.setattr("checkers.reader._TAKEN_ROWS", 3)
+    texts = [f"v{i}" for i in range(20)]
+    whole = pa.array(texts)
+    forward = np.array([0, 2, 1, 4, 3, 6, 8, 7, 10, 12, 11, 15, 19])
+    shuffled = np.random.default_rng(1).permutation(20)
+    repeated = np.array([5, 5, 0, 19, 19, 3, 3, 3, 1, 2, 2, 0, 9])
+    for positions in ((forward, forward + 1 - (forward == 19)), (shuffled, shuffled[::-1]),
+                      (repeated, np.sort(repeated))):  # fmt: skip
+        chunks = [whole.slice(a, 6) for a in range(0, 20, 6)]
+        taken = _taken(chunks, *positions)
+        assert chunks == []
+        for got, wanted in zip(taken, positions, strict=True):
+            assert got.to_pylist() == [texts[i] for i in wanted]
 
 
 def test_a_bad_line_in_a_later_chunk_is_named_and_a_shared_index_across_chunks_too(
