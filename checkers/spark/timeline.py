@@ -29,6 +29,7 @@ import pyarrow.dataset as ds
 from core.history import FINAL_READS_PROCESS, NEMESIS
 
 CHUNK = 5_000  # operations per details chunk: the page decodes a few for a zoomed-in window
+GROUP = 100  # chunks whose JSON is made at a time
 VALUE_CHARS = 80  # a value longer than this shows its start (history.jsonl has it whole)
 ERROR_CHARS = 160
 OWN_LANES = 128  # a history with at most this many processes gives each its own lane
@@ -77,8 +78,9 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
         return None
     start = ops["invoke_time"].to_numpy(zero_copy_only=False).astype(np.int64)
     order = np.lexsort((ops["invoke_index"].to_numpy(zero_copy_only=False), start))
-    ops = ops.take(order)
-    start = start[order]
+    if np.any(order[1:] < order[:-1]):  # (the reader's table is in this order already)
+        ops = ops.take(order)
+        start = start[order]
     process_names, processes = _coded(ops["process"])
     lanes, labels = _lanes(process_names, processes, concurrency)
     f_names, fs = _coded(ops["f"])
@@ -91,13 +93,26 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
     completes = ops["complete_index"].to_numpy(zero_copy_only=False).astype(np.float64)
     after_invoke = np.where(np.isnan(completes), 0, completes - invoke_index).astype(np.int64)
     columns = {"p": processes, "f": fs, "n": nodes, "c": after_invoke, "i": invoke_index}
-    texts = {
-        "v": _shorten(_values(ops["value"], dataset, order), VALUE_CHARS, "null"),
-        "e": _shorten(ops["error"], ERROR_CHARS, ""),
-    }
+    values = _values(ops["value"], dataset, order)
+
+    def texts(rows: slice | pa.Array) -> dict[str, pa.Array]:
+        """The shown texts of these rows."""
+        if isinstance(rows, slice):
+            cut = (rows.start, rows.stop - rows.start)
+            return {"v": _shorten(values.slice(*cut), VALUE_CHARS, "null"),
+                    "e": _shorten(ops["error"].slice(*cut), ERROR_CHARS, "")}  # fmt: skip
+        return {"v": _shorten(values.take(rows), VALUE_CHARS, "null"),
+                "e": _shorten(ops["error"].take(rows), ERROR_CHARS, "")}  # fmt: skip
+
     with ThreadPoolExecutor() as pool:  # zlib lets go of the GIL: these compress in parallel
         skeleton = pool.submit(_packed, _skeleton(start, complete, lanes, ops["type"], t0))
-        details = list(pool.map(_packed, _details(columns, texts)))
+        details: list[str] = []
+        # a group of chunks at a time: every chunk's JSON at once was gigabytes for ten
+        # million operations
+        for a in range(0, ops.num_rows, CHUNK * GROUP):
+            rows = slice(a, min(a + CHUNK * GROUP, ops.num_rows))
+            group = _details({k: c[rows] for k, c in columns.items()}, texts(rows))
+            details += pool.map(_packed, group)
     page = {
         "count": ops.num_rows,
         "t0": t0 / 1e9,
@@ -113,7 +128,8 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
     }
     # The nemesis's operations are drawn at every zoom: their details are at hand, not in chunks.
     faults = np.flatnonzero(np.array([name == NEMESIS for name in process_names])[processes])
-    page["nemesis"] = _records(columns, texts, faults) | {"pos": faults.tolist()}
+    shown = texts(pa.array(faults, type=pa.int64()))
+    page["nemesis"] = _records(columns, shown, faults) | {"pos": faults.tolist()}
     by_index = np.argsort(invoke_index, kind="stable")
     return Timeline(page, invoke_index[by_index], by_index)
 
@@ -251,14 +267,13 @@ def _json_escaped(texts: pa.Array) -> pa.Array:
 
 
 def _records(columns: dict[str, np.ndarray], texts: dict[str, pa.Array], rows: np.ndarray) -> dict:
-    """These operations' details as a JSON object of columns: the numbers into the page's lists
-    of processes (p), fs (f) and nodes (n, -1 for none), the completion index as the difference
-    from the invoke index (c), the invoke index as the difference from the previous one (i),
-    value (v) and error (e)."""
+    """These operations' details (`texts`: theirs alone) as a JSON object of columns: the
+    numbers into the page's lists of processes (p), fs (f) and nodes (n, -1 for none), the
+    completion index as the difference from the invoke index (c), the invoke index as the
+    difference from the previous one (i), value (v) and error (e)."""
     records = {key: column[rows].tolist() for key, column in columns.items()}
     records["i"] = np.diff(columns["i"][rows], prepend=0).tolist()
-    taken = pa.array(rows, type=pa.int64())
-    return records | {key: text.take(taken).to_pylist() for key, text in texts.items()}
+    return records | {key: text.to_pylist() for key, text in texts.items()}
 
 
 def _planes(array: np.ndarray) -> bytes:

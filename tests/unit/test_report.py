@@ -224,9 +224,11 @@ def test_without_an_operations_table_the_page_says_so_and_links_nothing(
     assert data["timeline"] is None and data["anomalies"] == {}
 
 
-def test_a_long_history_without_its_concurrency_keeps_every_operation(tmp_path: Path) -> None:
+def test_a_long_history_without_its_concurrency_keeps_every_operation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """12,000 operations (three chunks) of 4 workers that went on as 300 processes; shuffled
-    in the table, as Spark may write it."""
+    in the table, as Spark may write it. Their details made a chunk at a time are the same."""
     n, workers = 12_000, 4
     rng = np.random.default_rng(1)
     invoke = np.arange(n) * 2
@@ -269,6 +271,9 @@ def test_a_long_history_without_its_concurrency_keeps_every_operation(tmp_path: 
     values = [int(v) for chunk in details for v in chunk["v"]]
     assert values == list(range(n))  # in invocation order, none lost
     assert timeline.positions([invoke[7000], invoke[3], 10**9]) == [3, 7000]
+    monkeypatch.setattr("checkers.spark.timeline.GROUP", 1)
+    again = build(tmp_path / "ops.parquet")
+    assert again is not None and again.page == page
 
 
 def test_the_timeline_details_hold_every_text_as_the_table_has_it(tmp_path: Path) -> None:
