@@ -4,6 +4,7 @@ beside what repeated runs of `--nemesis all` with fresh seeds reach, on one conf
 For each strategy of `--strategies` (one cluster at a time, each for `--budget` minutes):
 
     explore: harness explore --budget B --time T [--options]     (a fresh corpus each sitting)
+    explore-all: harness explore --nemesis all …   (all's faults, its aimed ones explored)
     all:     harness run --nemesis all --time T --seed S [--options], S = --first-seed, +1, …
 
 A row per strategy and sitting: runs made and their verdicts (a red run is a finding, or a false
@@ -33,7 +34,7 @@ from run_rows import append_row, commit, latest_run, moments_reached, read_rows,
 HERE = Path(__file__).resolve().parent
 HARNESS = Path(sys.executable).parent / "harness"
 ROWS = HERE / "explore_rows.jsonl"
-STRATEGIES = ("explore", "all")
+STRATEGIES = ("explore", "explore-all", "all")
 COLUMNS = (
     ("strategy", "strategy"),
     ("options", "options"),
@@ -64,10 +65,10 @@ def chains_of(run: Path) -> dict[str, Any]:
     }
 
 
-def explored(args: argparse.Namespace, store: Path) -> list[Path]:
+def explored(args: argparse.Namespace, store: Path, nemesis: str) -> list[Path]:
     """One exploration of the budget; the run folders it made, in order."""
     cmd = [str(HARNESS), "explore", "--budget", str(args.budget), "--time", str(args.time),
-           "--seed", str(args.first_seed), "--store", str(store),
+           "--nemesis", nemesis, "--seed", str(args.first_seed), "--store", str(store),
            *shlex.split(args.options)]  # fmt: skip
     print(" ".join(cmd), flush=True)
     subprocess.run(cmd, check=False)
@@ -103,7 +104,10 @@ def seeded(args: argparse.Namespace, store: Path) -> list[Path]:
 def sitting(strategy: str, args: argparse.Namespace) -> dict[str, Any]:
     store = args.store / f"{strategy}-{time.strftime('%Y%m%dT%H%M%S')}"
     began = time.monotonic()
-    runs = explored(args, store) if strategy == "explore" else seeded(args, store)
+    if strategy == "all":
+        runs = seeded(args, store)
+    else:
+        runs = explored(args, store, "aimed" if strategy == "explore" else "all")
     hours = (time.monotonic() - began) / 3600
     read = [chains_of(r) for r in runs]
     steps = {k for r in read for k in r["steps"]}
@@ -139,7 +143,7 @@ def sitting(strategy: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--strategies", default="explore,all", help=", ".join(STRATEGIES))
     parser.add_argument("--budget", type=float, default=60.0, help="minutes for each strategy")
     parser.add_argument("--time", type=float, default=60.0, help="seconds of each run")
     parser.add_argument("--first-seed", type=int, default=1000, help="a seed no row used yet")

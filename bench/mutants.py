@@ -35,11 +35,11 @@ there are skipped); `--table` prints the score with its 95 % interval and a row 
     nohup .venv/bin/python bench/mutants.py [--sample 40] [--sample-seed 1] [--seeds 0,1]
         [--same-as ROWS [--survivors]]
         [--time 120] [--nemesis all] [--files walkeeper/acceptor.py,…] > mutants.log 2>&1 &
-    .venv/bin/python bench/mutants.py --table [--rows ROWS [--beside OTHER_ROWS]]
+    .venv/bin/python bench/mutants.py --table [--rows ROWS [--beside OTHER_ROWS …]]
 
-`--budget M --strategy explore|all` gives each mutant M minutes of `harness explore`, or of runs of
-`--nemesis` with fresh seeds; `--table --beside` puts two strategies' rows of one sample side by
-side.
+`--budget M --strategy explore|explore-all|all` gives each mutant M minutes of `harness explore`
+(of the aimed package alone, or of `--nemesis` with its aimed faults explored), or of runs of
+`--nemesis` with fresh seeds; `--table --beside` puts strategies' rows of one sample side by side.
 """
 
 from __future__ import annotations
@@ -84,6 +84,9 @@ from clusters.image import PATRONI_WHEEL, fetch_wheel
 HERE = Path(__file__).resolve().parent
 HARNESS = Path(sys.executable).parent / "harness"
 PYTEST = Path(sys.executable).parent / "pytest"
+# the strategies that give each mutant one `harness explore`: of `--nemesis aimed` alone, or of
+# --nemesis (`all`) with its aimed faults chosen by the exploration
+EXPLORING = ("explore", "explore-all")
 EQUIVALENT = HERE / "mutants_equivalent.json"
 # A score takes hours, run over several sittings: its rows are kept with the project, beside the
 # mutants set apart as equivalent, rather than in results/ with the run folders.
@@ -326,8 +329,10 @@ def explored(
     """`harness explore` of the mutant for --budget minutes, in a store of its own (a fresh
     corpus): a row per run it made, each with the minutes from the exploration's start."""
     store = args.store / f"explore-{mutant.key.replace('/', '-').replace(':', '-')}"
+    nemesis = "aimed" if args.strategy == "explore" else args.nemesis  # explore-all: --nemesis's
     cmd = [str(HARNESS), "explore", "--budget", str(args.budget), "--time", str(args.time),
-           "--seed", str(args.seeds[0]), "--store", str(store), *options]  # fmt: skip
+           "--nemesis", nemesis, "--seed", str(args.seeds[0]), "--store", str(store),
+           *options]  # fmt: skip
     started = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env_with(root))
     minutes = round((time.monotonic() - started) / 60, 1)
@@ -361,7 +366,7 @@ def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
         else:
             root = tree_with(mutant, root)
         seeds: Any = args.seeds
-        if args.budget is not None and args.strategy == "explore":
+        if args.budget is not None and args.strategy in EXPLORING:
             runs, seeds = explored(mutant, args, root, options), []
         elif args.budget is not None:  # fresh seeds until the budget is spent
             seeds = itertools.count(args.seeds[0])
@@ -389,7 +394,7 @@ def try_mutant(mutant: Mutant, args: argparse.Namespace) -> dict[str, Any]:
         if red:
             caught = runs.index(red[0]) + 1
             to_catch = sum(r.get("minutes") or 0.0 for r in runs[:caught])
-            if args.strategy == "explore" and args.budget is not None:
+            if args.strategy in EXPLORING and args.budget is not None:
                 to_catch = red[0].get("minutes") or 0.0  # counted from the exploration's start
             row |= {
                 "minutes_to_catch": round(to_catch, 1),
@@ -442,30 +447,27 @@ def outcome(row: dict[str, Any] | None) -> str:
     return f"caught in {row.get('minutes_to_catch', '?')} min: {row.get('by', '')}"
 
 
-def side_by_side(
-    rows: list[dict[str, Any]], other: list[dict[str, Any]], equivalent: dict[str, str]
-) -> str:
-    """Two strategies on the same mutants (their rows keyed alike): a score line each, then a row
+def side_by_side(strategies: list[list[dict[str, Any]]], equivalent: dict[str, str]) -> str:
+    """Strategies on the same mutants (their rows keyed alike): a score line each, then a row
     per mutant with each strategy's outcome, so that what the seeds' luck was worth shows."""
-    names = [rows[0].get("strategy", "first") if rows else "first",
-             other[0].get("strategy", "second") if other else "second"]  # fmt: skip
-    theirs = {r["key"]: r for r in other}
-    keys = [r["key"] for r in rows] + [r["key"] for r in other if r["key"] not in
-                                       {r["key"] for r in rows}]  # fmt: skip
-    ours = {r["key"]: r for r in rows}
+    names = [rows[0].get("strategy", f"#{n + 1}") if rows else f"#{n + 1}"
+             for n, rows in enumerate(strategies)]  # fmt: skip
+    by_key = [{r["key"]: r for r in rows} for rows in strategies]
+    keys = list(dict.fromkeys(r["key"] for rows in strategies for r in rows))
     shown = []
     for key in keys:
-        row = ours.get(key) or theirs[key]
+        row = next(rows[key] for rows in by_key if key in rows)
         apart = set_apart(row, equivalent)
         shown.append(row | {
-            names[0]: "equivalent: " + apart if apart else outcome(ours.get(key)),
-            names[1]: "equivalent: " + apart if apart else outcome(theirs.get(key)),
+            name: "equivalent: " + apart if apart else outcome(rows.get(key))
+            for name, rows in zip(names, by_key, strict=True)
         })  # fmt: skip
-    both = [k for k in keys if k in ours and k in theirs]
-    lines = [f"{names[0]}: {score(rows, equivalent)}", f"{names[1]}: {score(other, equivalent)}",
-             f"run under both: {len(both)}"]  # fmt: skip
+    every = [k for k in keys if all(k in rows for rows in by_key)]
+    lines = [f"{name}: {score(rows, equivalent)}" for name, rows in zip(names, strategies,
+                                                                        strict=True)]  # fmt: skip
+    lines.append(f"run under every one: {len(every)}")
     columns = (("file", "file"), ("line", "line"), ("change", "change"),
-               (names[0], names[0]), (names[1], names[1]))  # fmt: skip
+               *((name, name) for name in names))  # fmt: skip
     return "\n".join(lines) + "\n\n" + markdown(columns, shown)
 
 
@@ -487,9 +489,10 @@ def main() -> int:
     )
     parser.add_argument(
         "--strategy",
-        choices=("all", "explore"),
+        choices=("all", *EXPLORING),
         default="all",
-        help="with --budget: repeated runs of --nemesis (all), or `harness explore`",
+        help="with --budget: repeated runs of --nemesis (all), `harness explore` (of aimed "
+        "faults alone), or `harness explore --nemesis` (all's faults, the aimed ones explored)",
     )
     parser.add_argument(
         "--same-as",
@@ -506,13 +509,16 @@ def main() -> int:
     parser.add_argument(
         "--beside",
         type=Path,
-        help="with --table: the rows of another strategy on the same mutants, in a column beside",
+        action="append",
+        help="with --table: the rows of another strategy on the same mutants, in a column beside "
+        "(repeatable)",
     )
     rows_options(parser, "mutants", ROWS)
     args = parser.parse_args()
     equivalent = json.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     if args.table and args.beside:
-        print(side_by_side(read_rows(args.rows), read_rows(args.beside), equivalent))
+        strategies = [read_rows(args.rows), *(read_rows(rows) for rows in args.beside)]
+        print(side_by_side(strategies, equivalent))
         return 0
     if args.table:
         print(table(read_rows(args.rows), equivalent))

@@ -318,6 +318,7 @@ def run(**opts: Any) -> None:
 # what `harness explore` does not take of `harness run`'s options: it chooses the faults, and
 # runs until its budget is spent or a run is red
 NOT_EXPLORED = ("test_count", "matrix", "junit", "nemesis", "chains", "schedule", "keep_cluster")
+STEERED = ("aimed", "all")  # the packages whose aimed faults explore can choose
 
 
 def explore_command(**opts: Any) -> None:
@@ -326,24 +327,38 @@ def explore_command(**opts: Any) -> None:
     until a run is red or --budget minutes are spent.
 
     Each run is `harness run --nemesis aimed --chains …` with the next seed (--time is each
-    run's seconds); the chains it was given are in its config.json. Prints each run's verdict
-    and what it added, and at the end the coverage over time. Exit: 1 a red run was found (its
-    folder and the command that replays it are printed), 0 the budget ran out with every run
-    valid, 2 a run could not be decided, 255 a run failed."""
+    run's seconds); with --nemesis all, `harness run --nemesis all --chains …`: every fault of
+    `all`, its aimed ones chosen so. The chains a run was given are in its config.json. Prints
+    each run's verdict and what it added, and at the end the coverage over time. Exit: 1 a red
+    run was found (its folder and the command that replays it are printed), 0 the budget ran
+    out with every run valid, 2 a run could not be decided, 255 a run failed."""
     from clusters.registry import cluster_kind
-    from harness.explore import explore
+    from harness.explore import chains_per_run, explore
     from harness.runner import Runner
+    from nemesis import aimed_share
     from nemesis.schedule import timescale
 
     budget = float(opts.pop("budget"))
     if budget <= 0:
         raise BadInput(f"--budget must be positive minutes, got {budget:g}")
-    cfg = run_config(opts | {"nemesis": "aimed", "chains": None, "keep_cluster": False})
+    names = split_names(str(opts["nemesis"]))
+    if not set(names) & set(STEERED):
+        raise BadInput(
+            f"explore chooses the aimed package's faults; --nemesis {opts['nemesis']} has none: "
+            "give --nemesis aimed, or all (or a list with one of them)"
+        )
+    cfg = run_config(opts | {"chains": None, "keep_cluster": False})
     probe = Runner(cfg, console)  # the configuration checked before the first run starts
     kind = cluster_kind(cfg.cluster)
-    nodes = [f"n{i + 1}" for i in range(kind.nodes_needed(probe.plan.options))]
-    interval = timescale(kind.failover_s(probe.plan.options), cfg.nemesis_interval)[0]
-    code = explore(cfg, budget, probe.plan.moments, nodes, interval, explored_run, console)
+    options = probe.plan.options
+    nodes = [f"n{i + 1}" for i in range(kind.nodes_needed(options))]
+    interval = timescale(kind.failover_s(options), cfg.nemesis_interval)[0]
+    share = aimed_share(
+        names, len(nodes), probe.backend.power, kind.coordinated_with(options),
+        probe.plan.moments, kind,
+    )  # fmt: skip
+    count = chains_per_run(cfg.time_limit, interval, share)
+    code = explore(cfg, budget, probe.plan.moments, nodes, count, explored_run, console)
     sys.exit(code)
 
 
@@ -430,6 +445,14 @@ cli.add_command(
         "explore",
         params=[
             *(p for p in run.params if p.name not in NOT_EXPLORED),
+            click.Option(
+                ["--nemesis"],
+                default="aimed",
+                show_default=True,
+                help="aimed: each run's faults are the chains explore chose; all: every fault "
+                "of `--nemesis all`, its aimed ones the chains explore chose (or a list of "
+                "packages with aimed in it).",
+            ),
             click.Option(
                 ["--budget"],
                 type=float,

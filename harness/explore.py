@@ -10,8 +10,9 @@ candidate chains from the kind's moments, roles and strikes (and, on a kind that
 the seeds' histories, chains written by hand) and gives the run those that would reach the most
 that is new: a pair of moments never reached counts most, then a step never
 reached, each worth less the more often it was tried and not reached. Every run is a plain
-`harness run --nemesis aimed --chains …`, its chains recorded in its config.json, so a red one
-is replayed by the command printed for it.
+`harness run --nemesis aimed --chains …` (or `--nemesis all --chains …`, the aimed faults among
+all the others), its chains recorded in its config.json, so a red one is replayed by the
+command printed for it.
 
 The corpus: {"config": the configuration explored, "steps": {step: times}, "pairs": {pair:
 times}, "tried": {a planned step or pair of moments: times tried without reaching it}, "runs":
@@ -39,6 +40,7 @@ from core.errors import BadInput
 from core.verdict import EXIT_INTERRUPTED
 from harness.check import worst
 from harness.config import RunConfig
+from nemesis import AIMED
 from nemesis.aimed import ANY, Aimed
 from nemesis.seed003 import PlacedHistory
 
@@ -176,10 +178,11 @@ def choose(
     return chosen
 
 
-def chains_per_run(time_limit: float, interval: float) -> int:
+def chains_per_run(time_limit: float, interval: float, share: float = 1.0) -> int:
     """How many chains a run of `time_limit` s meets, a quiet gap and a fault each taking an
-    interval on average, and one more in case the faults are short."""
-    return max(1, round(time_limit / (2 * interval))) + 1
+    interval on average and `share` of the faults the aimed package's, and one more in case
+    the faults are short."""
+    return max(1, round(time_limit * share / (2 * interval))) + 1
 
 
 @dataclass
@@ -195,15 +198,14 @@ def explore(
     budget_min: float,
     moments: tuple[type[Moment], ...],
     nodes: list[str],
-    interval: float,
+    count: int,
     run_one: Callable[[RunConfig], Outcome],
     console: Console,
 ) -> int:
     """Run until a run is red (exit 1) or the budget is spent (0, or 2 if some run could not
-    be decided); each run `base` with the next seed and the chains chosen for it."""
+    be decided); each run `base` with the next seed and the `count` chains chosen for it."""
     corpus = Corpus.open(base.store, corpus_key(base))
     began = time.monotonic()
-    count = chains_per_run(base.time_limit, interval)
     codes: list[int] = []
     rows: list[tuple[float, int, int, int]] = []
     last_min = 0.0
@@ -275,7 +277,10 @@ def corpus_key(cfg: RunConfig) -> dict[str, Any]:
         "backend": cfg.backend,
         "isolation": cfg.isolation,
     }
-    # the append workload's shape, where it is not the default (so older corpora still match)
+    # the nemesis and the append workload's shape, where they are not the default (so older
+    # corpora still match): what `all` reaches beside the chains is not what `aimed` reaches
+    if cfg.nemesis != [AIMED]:
+        key["nemesis"] = list(cfg.nemesis)
     return key | {name: value for name, value in _shape(cfg) if value != getattr(DEFAULT, name)}
 
 

@@ -279,6 +279,20 @@ def packages(
     return entries
 
 
+def aimed_share(
+    names: list[str],
+    node_count: int,
+    power: bool,
+    coordinated: bool,
+    moments: tuple[type[Moment], ...],
+    kind: type | None = None,
+) -> float:
+    """The share of a schedule's faults that the aimed package draws, with these packages on
+    this kind: how many chains a run of them meets."""
+    entries = packages(names, node_count, power, coordinated, moments, kind=kind)
+    return sum(p.name == AIMED for p in entries) / len(entries) if entries else 0.0
+
+
 def _bound(package: Package, facts: dict[str, Any]) -> Package:
     """A package whose faults depend on the kind gets what they depend on (`reads_kind`) of
     the kind's `facts`: its moments, whether power can be cut, its internal links."""
@@ -304,6 +318,17 @@ def chained(
     return lambda nodes, rng: aimed.of_spec(next(turn), moments)
 
 
+def given_chains(
+    chosen: list[Package],
+    chains: Sequence[Mapping[str, Any]],
+    moments: tuple[type[Moment], ...],
+) -> list[Package]:
+    """The packages with the aimed package's faults the `chains` in turn, wherever it is drawn
+    (in `all`, each of its entries): the other packages' faults are drawn as ever."""
+    make = chained(chains, moments)
+    return [dataclasses.replace(p, make=make) if p.name == AIMED else p for p in chosen]
+
+
 def build(
     names: list[str],
     cluster: ClusterKind,
@@ -325,8 +350,7 @@ def build(
         names, cluster.node_count(), power, cluster.coordinated, moments, kind=kind, links=links
     )
     if chains:
-        make = chained(chains, moments)
-        chosen = [dataclasses.replace(p, make=make) if p.name == AIMED else p for p in chosen]
+        chosen = given_chains(chosen, chains, moments)
     if not chosen:
         return NoNemesis(cluster, history, seed, interval)
     return ScheduledNemesis(cluster, history, seed, interval, chosen, least)

@@ -171,6 +171,8 @@ def test_explore_and_chains_refuse_what_they_cannot_run(tmp_path: Path, store: P
     assert "--budget must be positive" in assert_one_sentence(
         harness("explore", "--budget", "0", "--store", str(store))
     )
+    text = assert_one_sentence(harness("explore", "--nemesis", "partition", "--store", str(store)))
+    assert "has none: give --nemesis aimed, or all" in text
     chains = tmp_path / "chains.json"
     chains.write_text(json.dumps([{"moment": "leader-key-taken", "strike": "kill"}]))
     text = assert_one_sentence(harness("run", "--chains", str(chains), "--store", str(store)))

@@ -124,6 +124,12 @@ def test_the_seeds_histories_are_chains_explore_can_give() -> None:
 def test_a_run_meets_about_as_many_chains_as_its_faults() -> None:
     assert chains_per_run(60, 10) == 4
     assert chains_per_run(20, 40) == 2
+    assert chains_per_run(120, 10, 7 / 17) == 3  # `all`'s aimed share: 7 of its 17 entries
+
+
+def test_an_exploration_of_all_keeps_a_corpus_apart_from_one_of_aimed() -> None:
+    aimed, every = RunConfig(nemesis=["aimed"]), RunConfig(nemesis=["all"])
+    assert corpus_key(every) != corpus_key(aimed) and "nemesis" not in corpus_key(aimed)
 
 
 def run_with(codes: list[int], pairs: list[dict[str, int]]) -> Any:
@@ -143,7 +149,7 @@ def test_the_exploration_stops_at_the_first_red_run_and_names_its_replay(tmp_pat
     base = RunConfig(store=tmp_path, time_limit=20)
     run_one = run_with([0, 1, 0], [{"a > b": 1}, {}, {}])
     out = StringIO()
-    code = explore(base, 60, MOMENTS, NODES, 10, run_one, Console(file=out, width=400))
+    code = explore(base, 60, MOMENTS, NODES, 3, run_one, Console(file=out, width=400))
     assert code == 1 and len(run_one.given) == 2
     assert "red run: r1" in out.getvalue() and "--chains r1/config.json" in out.getvalue()
     assert [c.seed for c in run_one.given] == [0, 1]
@@ -153,15 +159,15 @@ def test_the_exploration_stops_at_the_first_red_run_and_names_its_replay(tmp_pat
     assert corpus["runs"][0]["new_pairs"] == 1
     # resumed: the next run takes the next seed, and the corpus its pairs
     resumed = run_with([0], [{}])
-    explore(base, 0.0001, MOMENTS, NODES, 10, resumed, Console(file=StringIO()))
+    explore(base, 0.0001, MOMENTS, NODES, 3, resumed, Console(file=StringIO()))
     assert [c.seed for c in resumed.given] == [2]
     assert corpus_key(base) == corpus_key(RunConfig(store=tmp_path / "x", seed=9))
 
 
 def test_a_budget_spent_with_every_run_valid_is_0_and_an_undecided_run_2(tmp_path: Path) -> None:
     valid = run_with([0] * 3, [{}] * 3)
-    assert explore(RunConfig(store=tmp_path / "a"), 0.0001, MOMENTS, NODES, 10, valid,
+    assert explore(RunConfig(store=tmp_path / "a"), 0.0001, MOMENTS, NODES, 3, valid,
                    Console(file=StringIO())) == 0  # fmt: skip
     undecided = run_with([2], [{}])
-    assert explore(RunConfig(store=tmp_path / "b"), 0.0001, MOMENTS, NODES, 10, undecided,
+    assert explore(RunConfig(store=tmp_path / "b"), 0.0001, MOMENTS, NODES, 3, undecided,
                    Console(file=StringIO())) == 2  # fmt: skip

@@ -181,11 +181,14 @@ def test_two_strategies_on_the_same_mutants_stand_side_by_side() -> None:
     explore = [row("a", "explore", "run 2", minutes_to_catch=3.5, by="set lost"),
                row("b", "explore", "survived"), row("c", "explore", "survived")]  # fmt: skip
     every = [row("a", "all", "survived"), row("b", "all", "survived")]
-    text = side_by_side(explore, every, {"c": "the branch is never taken"})
+    third = [row("b", "explore-all", "run 1", minutes_to_catch=2.0, by="lost")]
+    text = side_by_side([explore, every, third], {"c": "the branch is never taken"})
     assert text.splitlines()[0].startswith("explore: caught 1 of 2 mutants")
     assert text.splitlines()[1].startswith("all: caught 0 of 2 mutants")
-    assert "run under both: 2" in text
+    assert text.splitlines()[2].startswith("explore-all: caught 1 of 1 mutants")
+    assert "run under every one: 1" in text
     line_a = next(line for line in text.splitlines() if "a → x" in line)
     assert "caught in 3.5 min: set lost" in line_a and "survived" in line_a
+    assert line_a.rstrip(" |").endswith("not run")
     line_c = next(line for line in text.splitlines() if "c → x" in line)
-    assert line_c.count("equivalent: the branch is never taken") == 2
+    assert line_c.count("equivalent: the branch is never taken") == 3

@@ -119,6 +119,29 @@ def test_in_all_the_aimed_package_is_drawn_once_for_each_of_its_scenarios() -> N
     assert [p.name for p in nemesis.packages(["aimed"], 5, moments=moments)] == ["aimed"]
 
 
+def test_the_aimed_share_of_a_schedule_is_its_entries_share() -> None:
+    """How many chains explore gives a run: all of its faults under `aimed`, 7 in 17 of
+    `all`'s on five nodes without power, none where the aimed package is not chosen."""
+    moments = (TermWon, Takeover, CatchUp, Rebuild)
+    assert nemesis.aimed_share(["aimed"], 5, False, False, moments) == 1.0
+    assert nemesis.aimed_share(["all"], 5, False, False, moments) == 7 / 17
+    assert nemesis.aimed_share(["partition", "aimed"], 5, False, False, moments) == 1 / 2
+    assert nemesis.aimed_share(["partition"], 5, False, False, moments) == 0.0
+
+
+def test_chains_given_to_all_are_its_aimed_faults_in_turn_among_the_others() -> None:
+    moments = (TermWon, Takeover, CatchUp, Rebuild)
+    chosen = nemesis.packages(["all"], 5, False, False, moments)
+    rng = random.Random(3)
+    given = [Aimed.planned(NODES, rng, (Takeover,)), Aimed.planned(NODES, rng, (CatchUp,))]
+    specs = [c.spec() for c in given if isinstance(c, Aimed)]
+    steps = list(islice(plan(nemesis.given_chains(chosen, specs, moments), NODES, 0, 10.0), 170))
+    aimed = [s.fault.spec() for s in steps if isinstance(s.fault, Aimed | Seed001 | Seed003)]
+    assert 50 < len(aimed) < 90  # 7 of 17 entries, as without chains
+    assert aimed == [specs[i % 2] for i in range(len(aimed))]  # the chains, round and round
+    assert len({type(s.fault).__name__ for s in steps}) > 5  # and every other fault kind
+
+
 def test_an_aimed_fault_is_a_chain_of_one_to_three_steps() -> None:
     """A step in three is alone; the others go on with one or two more steps, each aimed at
     one of the kind's moments or at any, every strike but the last held a while."""
