@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,12 +74,14 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
     if not table.exists():
         return None
     dataset = ds.dataset(str(table), format="parquet")
-    ops = dataset.to_table(columns=[*_COLUMNS, "value", "error"])
+    ops = dataset.to_table(columns=_COLUMNS)
     if ops.num_rows == 0:
         return None
     start = ops["invoke_time"].to_numpy(zero_copy_only=False).astype(np.int64)
-    order = np.lexsort((ops["invoke_index"].to_numpy(zero_copy_only=False), start))
-    if np.any(order[1:] < order[:-1]):  # (the reader's table is in this order already)
+    by_time = np.lexsort((ops["invoke_index"].to_numpy(zero_copy_only=False), start))
+    # the reader's table is in this order already: its texts are then read as they come
+    order = by_time if np.any(by_time[1:] < by_time[:-1]) else None
+    if order is not None:
         ops = ops.take(order)
         start = start[order]
     process_names, processes = _coded(ops["process"])
@@ -93,25 +96,17 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
     completes = ops["complete_index"].to_numpy(zero_copy_only=False).astype(np.float64)
     after_invoke = np.where(np.isnan(completes), 0, completes - invoke_index).astype(np.int64)
     columns = {"p": processes, "f": fs, "n": nodes, "c": after_invoke, "i": invoke_index}
-    values = _values(ops["value"], dataset, order)
-
-    def texts(rows: slice | pa.Array) -> dict[str, pa.Array]:
-        """The shown texts of these rows."""
-        if isinstance(rows, slice):
-            cut = (rows.start, rows.stop - rows.start)
-            return {"v": _shorten(values.slice(*cut), VALUE_CHARS, "null"),
-                    "e": _shorten(ops["error"].slice(*cut), ERROR_CHARS, "")}  # fmt: skip
-        return {"v": _shorten(values.take(rows), VALUE_CHARS, "null"),
-                "e": _shorten(ops["error"].take(rows), ERROR_CHARS, "")}  # fmt: skip
 
     with ThreadPoolExecutor() as pool:  # zlib lets go of the GIL: these compress in parallel
         skeleton = pool.submit(_packed, _skeleton(start, complete, lanes, ops["type"], t0))
         details: list[str] = []
-        # a group of chunks at a time: every chunk's JSON at once was gigabytes for ten
-        # million operations
-        for a in range(0, ops.num_rows, CHUNK * GROUP):
-            rows = slice(a, min(a + CHUNK * GROUP, ops.num_rows))
-            group = _details({k: c[rows] for k, c in columns.items()}, texts(rows))
+        # a group of chunks at a time, their texts read as they are reached: every chunk's
+        # JSON at once, or every text, was gigabytes for ten million operations
+        at = 0
+        for texts in _texts(dataset, order, CHUNK * GROUP):
+            rows = slice(at, at + texts.num_rows)
+            at = rows.stop
+            group = _details({k: c[rows] for k, c in columns.items()}, _shown(texts))
             details += pool.map(_packed, group)
     page = {
         "count": ops.num_rows,
@@ -128,20 +123,56 @@ def build(table: Path, concurrency: int | None = None) -> Timeline | None:
     }
     # The nemesis's operations are drawn at every zoom: their details are at hand, not in chunks.
     faults = np.flatnonzero(np.array([name == NEMESIS for name in process_names])[processes])
-    shown = texts(pa.array(faults, type=pa.int64()))
+    taken = dataset.take(faults if order is None else order[faults], columns=_TEXTS)
+    shown = _shown(_falling_back(taken))
     page["nemesis"] = _records(columns, shown, faults) | {"pos": faults.tolist()}
     by_index = np.argsort(invoke_index, kind="stable")
     return Timeline(page, invoke_index[by_index], by_index)
 
 
-def _values(value: pa.ChunkedArray, dataset: ds.Dataset, order: np.ndarray) -> pa.ChunkedArray:
-    """Each operation's value: its completion's, else its invocation's. The table's value falls
-    back to the invocation's already (checkers/reader.py), so invoke_value is read only
-    for a table with null values, and taken in the `order` that `value` was."""
-    if value.null_count == 0:
-        return value
-    invoked = dataset.to_table(columns=["invoke_value"])["invoke_value"].take(order)
-    return pc.coalesce(value, invoked)
+_TEXTS = ["value", "error", "invoke_value"]
+
+
+def _texts(dataset: ds.Dataset, order: np.ndarray | None, size: int) -> Iterator[pa.Table]:
+    """The operations' value and error, `size` rows at a time in the page's order: read batch
+    by batch where the table is in that order (`order` None), else whole and taken in it."""
+    if order is not None:
+        whole = _falling_back(dataset.to_table(columns=_TEXTS)).take(order)
+        for at in range(0, whole.num_rows, size):
+            yield whole.slice(at, size)
+        return
+    held: list[pa.RecordBatch] = []
+    count = read = 0  # rows held, rows read
+    for batch in dataset.to_batches(columns=["value", "error"]):
+        if batch["value"].null_count:  # the invocations' values read only where needed
+            rows = np.arange(read, read + batch.num_rows)
+            invoked = dataset.take(rows, columns=["invoke_value"])["invoke_value"]
+            value = pc.coalesce(batch["value"], invoked.combine_chunks())
+            batch = pa.record_batch({"value": value, "error": batch["error"]})
+        held.append(batch)
+        count += batch.num_rows
+        read += batch.num_rows
+        while count >= size:
+            table = pa.Table.from_batches(held)
+            yield table.slice(0, size)
+            held, count = table.slice(size).to_batches(), count - size
+    if count:
+        yield pa.Table.from_batches(held)
+
+
+def _falling_back(texts: pa.Table) -> pa.Table:
+    """Each operation's value (its completion's, else its invocation's: the reader's table
+    has that already, so this is for older tables) and error."""
+    value = texts["value"]
+    if value.null_count:
+        value = pc.coalesce(value, texts["invoke_value"])
+    return pa.table({"value": value, "error": texts["error"]})
+
+
+def _shown(texts: pa.Table) -> dict[str, pa.Array]:
+    """The texts a hover shows, cut."""
+    return {"v": _shorten(texts["value"], VALUE_CHARS, "null"),
+            "e": _shorten(texts["error"], ERROR_CHARS, "")}  # fmt: skip
 
 
 def _shorten(texts: pa.ChunkedArray, limit: int, null: str) -> pa.Array:

@@ -228,7 +228,9 @@ def test_a_long_history_without_its_concurrency_keeps_every_operation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """12,000 operations (three chunks) of 4 workers that went on as 300 processes; shuffled
-    in the table, as Spark may write it. Their details made a chunk at a time are the same."""
+    in the table, as Spark may write it, and in order in files of small row groups, as the
+    reader writes it (its texts then read batch by batch); a few values null, for which the
+    invocations' stand. Their details, made a chunk at a time, are the same."""
     n, workers = 12_000, 4
     rng = np.random.default_rng(1)
     invoke = np.arange(n) * 2
@@ -244,7 +246,7 @@ def test_a_long_history_without_its_concurrency_keeps_every_operation(
         "complete_index": invoke + 1,
         "complete_time": invoke * 1_000_000 + 500_000,
         "invoke_value": [str(i) for i in range(n)],
-        "value": [str(i) for i in range(n)],
+        "value": [None if i % 997 == 5 else str(i) for i in range(n)],
         "error": [None] * n,
         "latency_ns": [500_000] * n,
         "lsn": invoke * 100,
@@ -274,6 +276,15 @@ def test_a_long_history_without_its_concurrency_keeps_every_operation(
     monkeypatch.setattr("checkers.spark.timeline.GROUP", 1)
     again = build(tmp_path / "ops.parquet")
     assert again is not None and again.page == page
+    ordered = table.take(np.argsort(order))  # invocation order
+    (tmp_path / "ordered.parquet").mkdir()
+    for part, at in enumerate(range(0, n, 4_100)):  # files and row groups across chunks
+        path = tmp_path / "ordered.parquet" / f"part-{part}.parquet"
+        pq.write_table(ordered.slice(at, 4_100), path, row_group_size=700)
+    for group in (1, 100):
+        monkeypatch.setattr("checkers.spark.timeline.GROUP", group)
+        read = build(tmp_path / "ordered.parquet")
+        assert read is not None and read.page == page
 
 
 def test_the_timeline_details_hold_every_text_as_the_table_has_it(tmp_path: Path) -> None:
