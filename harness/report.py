@@ -312,7 +312,7 @@ def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
         summary=configuration(config, results.get("plan") or {}, out_dir),
         files=_files(out_dir),
         figures={k: script_json(v) for k, v in figures.items()},
-        page_data=script_json(page_data),
+        page_data=Markup(PAGE_DATA),
         has_timeline=timeline is not None,
         labelled_faults=LABELLED_FAULTS,
         links=links,
@@ -320,7 +320,19 @@ def render_report(results: dict[str, Any], path: Path, out_dir: Path) -> None:
         timeline_js=Markup(_env().loader.get_source(_env(), "timeline.js.j2")[0]),
         plotly_js=Markup(get_plotlyjs()),
     )
-    path.write_text(page, encoding="utf-8")
+    head, found, tail = page.partition(PAGE_DATA)
+    assert found, "the report's template has no place for the page's data"
+    # The page's data written piece by piece: as one JSON text, then inside the page's text,
+    # then encoded, ten million operations' timeline was held four times over.
+    with path.open("w", encoding="utf-8") as out:
+        out.write(head)
+        for piece in _PAGE_ENCODER.iterencode(page_data):
+            out.write(piece.translate(_JSON_IN_SCRIPT))
+        out.write(tail)
+
+
+PAGE_DATA = "\x00page-data\x00"  # where the page's data goes in the rendered template
+_PAGE_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 def run_name(config: dict[str, Any], results: dict[str, Any], out_dir: Path) -> str:
