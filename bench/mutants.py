@@ -550,10 +550,14 @@ def main() -> int:
             print(f"{m.file}:{m.line} {m.operator}#{m.occurrence}: {m.change()}")
         return 0
     by_key = {m.key: m for m in chosen}
+    # a mutant read and set apart as equivalent needs no runs: its row is the reading's
+    apart = [m for m in chosen if set_apart({"key": m.key, "was": was.get(m.key, "")}, equivalent)]
+    for m in apart:
+        print(f"set apart as equivalent, not run: {m.key}")
     started = time.monotonic()
     work_through(
         args.rows,
-        [(m.key,) for m in chosen],
+        [(m.key,) for m in chosen if m not in apart],
         lambda row: (row["key"],),
         lambda key: try_mutant(by_key[key], args) | ({"was": was[key]} if key in was else {}),
         lambda row: f"{row['caught']} {row.get('by', '')} ({row['change']})",
