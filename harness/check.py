@@ -7,6 +7,7 @@ verdict the run gave. Several paths share one Spark session; the exit code is th
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -172,6 +173,7 @@ def analyze(
     the run's contract (which the append and set checkers hold it to), `max_recovery` the run's
     bound on recovery after a heal."""
     from checkers.spark.pipeline import analyze as run_pipeline
+    from checkers.spark.pipeline import peak_mib
 
     plan = target.plan.holding(contract, max_recovery)
     params = plan.params(model, **target.evidence)
@@ -193,7 +195,12 @@ def analyze(
             results["notes"].append(UNTESTED)
         store.write_json(target.out_dir / store.RESULTS, results)
         step("writing the report")
+        began = time.perf_counter()
         render_report(results, target.out_dir / store.REPORT, target.out_dir)
+        # the report's step too (results.json, written first, is whole should the report fail)
+        results.setdefault("seconds", {})["report"] = round(time.perf_counter() - began, 3)
+        results.setdefault("peak_mib", {})["report"] = peak_mib()
+        store.write_json(target.out_dir / store.RESULTS, results)
     return results
 
 
@@ -275,9 +282,13 @@ def print_verdict(console: Console, results: dict[str, Any], out_dir: Path) -> N
     seconds = results.get("seconds") or {}
     if (took := sum(seconds.values())) >= SLOW_CHECK_S:
         slowest = sorted(seconds.items(), key=lambda kv: -kv[1])[:3]
+        peaks = results.get("peak_mib") or {}
+        # the step in which the process's memory reached its high-water mark
+        grew = max(peaks, key=lambda name: peaks[name], default=None)
         console.print(
             f"[dim]the check took {took:.1f} s: "
             + ", ".join(f"{name} {s:.1f}" for name, s in slowest)
+            + (f"; its memory peaked at {peaks[grew]:,} MiB, in {grew}" if grew else "")
             + "[/]"
         )
     console.print(

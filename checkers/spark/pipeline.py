@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import resource
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -71,12 +72,15 @@ def analyze(
                 if builders[w](mine, path):
                     built.add(w)
 
-        # wall seconds of each step: what a slow check spent its time on
+        # wall seconds of each step, and the process's peak memory as each ends: what a slow
+        # or large check spent its time and memory on
         seconds: dict[str, float] = {}
+        peaks: dict[str, int] = {}
         began = time.perf_counter()
         progress("reading the history into the operations table")
         event_count, notes = store_operations(history, table, tag, build_own, writes)
         seconds["reading"] = round(time.perf_counter() - began, 3)
+        peaks["reading"] = peak_mib()
         # The checkers read the table as written: no copy of the operations stays in memory.
         session = session_of(spark)
         ops = session.read.parquet(str(table))
@@ -93,11 +97,13 @@ def analyze(
                     _run(checker.name, mine, params.get(checker.name, {}), own_table)
                 )
                 seconds[checker.name] = round(time.perf_counter() - began, 3)
+                peaks[checker.name] = peak_mib()
         for checker in ALWAYS:
             progress(f"the {checker.name} checker")
             began = time.perf_counter()
             results[checker.name] = annotated(_run(checker.name, ops, params.get(checker.name, {})))
             seconds[checker.name] = round(time.perf_counter() - began, 3)
+            peaks[checker.name] = peak_mib()
 
         others = {c["workload"] for c in results[STATS.name]["counts"]} - {None, *workloads}
         notes.extend(
@@ -113,7 +119,14 @@ def analyze(
             "notes": notes,
             "history": {"path": str(history), "events": event_count},
             "seconds": seconds,
+            "peak_mib": peaks,
         }
+
+
+def peak_mib() -> int:
+    """The most memory this process has held at once so far (its resident set's high-water
+    mark), MiB: read after each step, the step where it grows is where the peak was."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 @contextlib.contextmanager

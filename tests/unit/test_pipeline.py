@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from rich.console import Console
 
 from checkers.spark.history_table import OP_COLUMNS
 from checkers.spark.pipeline import OPS_TABLE, analyze
 from core.errors import BadInput
+from harness.check import print_verdict
 from harness.plan import TestPlan
 from tests.unit.conftest import checks
 
@@ -124,6 +127,10 @@ def test_each_step_is_announced_as_it_begins(
         "reading", "bank", "set", "stats", "availability", "cluster-state", "logs"
     ]  # fmt: skip
     assert all(s >= 0 for s in result["seconds"].values())
+    # and the process's peak memory as each ended: a high-water mark, so it never falls
+    peaks = list(result["peak_mib"].values())
+    assert list(result["peak_mib"]) == list(result["seconds"]) and peaks == sorted(peaks)
+    assert peaks[0] > 50  # MiB: this process holds Python, Arrow and the Spark client
     assert steps == [
         "reading the history into the operations table",
         "the bank checker",
@@ -133,3 +140,16 @@ def test_each_step_is_announced_as_it_begins(
         "the cluster-state checker",
         "the logs checker",
     ]
+
+
+def test_a_slow_check_says_where_its_time_and_its_memory_went(tmp_path: Path) -> None:
+    results = {
+        "verdict": "valid",
+        "checkers": {},
+        "seconds": {"reading": 9.0, "append": 12.0, "report": 3.0},
+        "peak_mib": {"reading": 1_200, "append": 1_500, "report": 1_500},
+    }
+    out = io.StringIO()
+    print_verdict(Console(file=out, width=300), results, tmp_path)
+    assert "the check took 24.0 s: append 12.0, reading 9.0, report 3.0" in out.getvalue()
+    assert "its memory peaked at 1,500 MiB, in append" in out.getvalue()
