@@ -83,11 +83,15 @@ def explode(txn_ops: DataFrame) -> DataFrame:
     )
 
 
-def store_by_key(ops: pa.Table, path: Path) -> bool:
-    """Write at `path` the rows of the client `txn` operations among `ops` (one workload's, as
-    the reader builds them), sorted by key, transaction and position, no key across two row
-    groups; False (nothing written) when a transaction holds what `explode` might read otherwise."""
+def store_by_key(ops: pa.Table, path: Path, mine: pa.Array | None = None) -> bool:
+    """Write at `path` the rows of the client `txn` operations among `ops` (as the reader
+    builds them; `mine`: which of them are the workload's, if not all), sorted by key,
+    transaction and position, no key across two row groups; False (nothing written) when a
+    transaction holds what `explode` might read otherwise. The workload's operations are picked
+    by position, not filtered out: a filtered table is a copy of their values' texts."""
     client = pc.and_(pc.equal(ops["f"], "txn"), pc.not_equal(ops["process"], NEMESIS))
+    if mine is not None:
+        client = pc.and_(client, mine)
     # the rows by their positions: the values' texts (most of a history) are taken a piece at
     # a time, never copied whole
     found = _rows(ops.select(_TXN_COLUMNS), ops["value"], pc.indices_nonzero(client))

@@ -68,8 +68,8 @@ def analyze(
 
         def build_own(ops: pa.Table) -> None:
             for w, path in own.items():
-                mine = ops.filter(pc.fill_null(pc.equal(ops["workload"], w), True))
-                if builders[w](mine, path):
+                mine = pc.fill_null(pc.equal(ops["workload"], w), True)
+                if builders[w](ops, path, mine):
                     built.add(w)
 
         # wall seconds of each step, and the process's peak memory as each ends: what a slow

@@ -3,9 +3,9 @@
 Every feed here is `check(ops, **params) -> dict` over the operations table, feeding the plain
 judgment of the same name (checkers/catalog.py), with at least `valid`, `anomaly_types` and
 `anomalies`. A checker may have a table the store builds beside the operations table when the
-driver reads the history itself: `store(its workload's operations as Arrow, path) -> bool`
-(False: not built); the feeds of that workload's checkers that take a parameter OWN_TABLE get
-it then, read by Spark.
+driver reads the history itself: `store(the operations as Arrow, path, mine) -> bool` (`mine`:
+which operations are its workload's; False: not built); the feeds of that workload's checkers
+that take a parameter OWN_TABLE get it then, read by Spark.
 """
 
 from collections.abc import Callable
@@ -41,6 +41,6 @@ FEEDS: dict[str, Feed] = {
 
 OWN_TABLE = "by_key"
 # A workload judged by one of these checkers gets the table beside the operations table.
-OWN_TABLES: dict[str, Callable[[pa.Table, Path], bool]] = {
+OWN_TABLES: dict[str, Callable[[pa.Table, Path, pa.Array], bool]] = {
     catalog.APPEND.name: append_micro_ops.store_by_key,
 }

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -121,6 +122,13 @@ def test_the_table_by_key_is_the_same_when_its_transactions_are_decoded_in_piece
     assert store_by_key(ops, tmp_path / "pieces")
     whole, pieces = (pq.read_table(tmp_path / n) for n in ("whole", "pieces"))
     assert whole.num_rows > 1000 and pieces.to_pylist() == whole.to_pylist()
+    # among another workload's operations, picked by position: the same rows
+    other = ops.slice(0, 500).set_column(ops.schema.get_field_index("workload"), "workload",
+                                         pa.array(["bank"] * 500))  # fmt: skip
+    both = pa.concat_tables([other, ops, other])
+    mine = pa.array([False] * 500 + [True] * ops.num_rows + [False] * 500)
+    assert store_by_key(both, tmp_path / "among", mine)
+    assert pq.read_table(tmp_path / "among").to_pylist() == whole.to_pylist()
 
 
 def test_each_crafted_history_gets_the_same_pass_from_its_table_by_key(
