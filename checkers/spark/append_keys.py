@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from checkers.json_texts import joined_array
+from checkers.json_texts import joined_array, text_objects
 from checkers.listappend import Edge, explained
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.graph import TYPES, Edges, Txns
@@ -247,9 +247,7 @@ def _pylist(values: pa.Array) -> list[Any]:
         return values.to_numpy().tolist()
     if not pa.types.is_string(values.type) and not pa.types.is_large_string(values.type):
         return values.to_pylist()
-    coded = pc.dictionary_encode(values)
-    words = np.array([*coded.dictionary.to_pylist(), None], dtype=object)
-    return words[pc.fill_null(coded.indices, len(words) - 1).to_numpy()].tolist()
+    return text_objects(values).tolist()
 
 
 def _values(column: dict[str, pa.Array]) -> list[Any]:

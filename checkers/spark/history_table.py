@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers import reader
+from checkers.json_texts import text_objects
 from checkers.operations import Columns, op_dict
 from core.history import NEMESIS, OP_COLUMNS, Writes
 
@@ -77,6 +78,8 @@ def columns_of(ops: DataFrame) -> Columns:
         data = table[name]
         if empty is not None:
             data = pc.fill_null(data, empty)
+        if pa.types.is_string(data.type) or pa.types.is_large_string(data.type):
+            return text_objects(data)
         return data.to_numpy(zero_copy_only=False)
 
     process = column("process")
@@ -98,6 +101,12 @@ def columns_of(ops: DataFrame) -> Columns:
 
 
 _columns: list[tuple[DataFrame, Columns]] = []
+
+
+def forget_columns() -> None:
+    """Let go of the kept columns: the checkers that share them are done (a large history's
+    columns are gigabytes, which the report would otherwise build beside)."""
+    _columns.clear()
 
 
 def nemesis_ops(ops: DataFrame) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from checkers.catalog import ALWAYS, STATS, Checker
 from checkers.operations import annotated
-from checkers.spark.history_table import store_operations
+from checkers.spark.history_table import forget_columns, store_operations
 from checkers.spark.registry import FEEDS, OWN_TABLE, OWN_TABLES
 from checkers.spark.session import Spark, session_of
 from core.errors import BadInput, InfraError
@@ -104,6 +104,7 @@ def analyze(
             results[checker.name] = annotated(_run(checker.name, ops, params.get(checker.name, {})))
             seconds[checker.name] = round(time.perf_counter() - began, 3)
             peaks[checker.name] = peak_mib()
+        forget_columns()
 
         others = {c["workload"] for c in results[STATS.name]["counts"]} - {None, *workloads}
         notes.extend(

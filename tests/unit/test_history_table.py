@@ -11,9 +11,16 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
+from checkers.json_texts import text_objects
 from checkers.operations import op_dict
 from checkers.reader import PARTIAL_LINE_NOTE, read, read_history
-from checkers.spark.history_table import nemesis_ops, op_dicts, store_operations
+from checkers.spark.history_table import (
+    columns_of,
+    forget_columns,
+    nemesis_ops,
+    op_dicts,
+    store_operations,
+)
 from core.errors import BadInput
 from core.history import OP_COLUMNS
 
@@ -93,3 +100,24 @@ def test_the_nemesis_and_named_operations_come_back_as_dicts(
     assert [op["f"] for op in nemesis_ops(ops)] == ["kill", "heal"]
     named = op_dicts(ops, [0, 5])
     assert named[0]["value"] == [15, "s", True] and named[5]["workload"] == "set"
+
+
+def test_the_kept_columns_hold_each_distinct_text_once_and_are_let_go(
+    spark: SparkSession, write_history: WriteHistory, tmp_path: Path
+) -> None:
+    """The columns stats and availability share are Arrow's values, None for a null, each
+    distinct text one object; the pipeline lets go of them once those checkers are done."""
+    table = tmp_path / "ops.parquet"
+    store_operations(write_history(EVENTS), table)
+    ops = spark.read.parquet(str(table))
+    columns = columns_of(ops)
+    assert columns_of(ops) is columns  # kept for the next checker
+    arrow = ops.select("process", "f", "workload").toArrow()
+    for name in ("process", "f", "workload"):
+        got = getattr(columns, name)
+        assert got.tolist() == arrow[name].to_numpy(zero_copy_only=False).tolist()
+    process = columns.process.tolist()
+    assert process.count("nemesis") == 2 and len({id(p) for p in process if p == "nemesis"}) == 1
+    assert text_objects(pa.array(["a", None, "a"])).tolist() == ["a", None, "a"]
+    forget_columns()
+    assert columns_of(ops) is not columns
