@@ -39,7 +39,8 @@ there are skipped); `--table` prints the score with its 95 % interval and a row 
 
 `--budget M --strategy explore|explore-all|all` gives each mutant M minutes of `harness explore`
 (of the aimed package alone, or of `--nemesis` with its aimed faults explored), or of runs of
-`--nemesis` with fresh seeds; `--table --beside` puts strategies' rows of one sample side by side.
+`--nemesis` with fresh seeds; `--table --beside` puts strategies' rows of one sample side by side,
+and bench/mutants_lockstep.sh makes their rows one mutant at a time, strategy after strategy.
 """
 
 from __future__ import annotations
