@@ -94,13 +94,14 @@ def store_by_key(ops: pa.Table, path: Path, mine: pa.Array | None = None) -> boo
         client = pc.and_(client, mine)
     # the rows by their positions: the values' texts (most of a history) are taken a piece at
     # a time, never copied whole
-    found = _rows(ops.select(_TXN_COLUMNS), ops["value"], pc.indices_nonzero(client))
+    txns = ops.select(_TXN_COLUMNS)
+    found = _rows(ops["value"], pc.indices_nonzero(client))
     if found is None or not found[0].num_rows:  # (no rows: nothing for the pass to save)
         return False
     draft = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
     draft.mkdir(parents=True)
     try:
-        _write(*found, draft / "part-00000.parquet")
+        _write(*found, txns, draft / "part-00000.parquet")
         shutil.rmtree(path, ignore_errors=True)
         draft.rename(path)
     finally:
@@ -108,11 +109,10 @@ def store_by_key(ops: pa.Table, path: Path, mine: pa.Array | None = None) -> boo
     return True
 
 
-def _rows(
-    txns: pa.Table, values: pa.ChunkedArray, at: pa.Array
-) -> tuple[pa.Table, pa.Array] | None:
-    """The micro-operations of the transactions at these positions, in their order, and the
-    order that sorts them by key, transaction and position; or None."""
+def _rows(values: pa.ChunkedArray, at: pa.Array) -> tuple[pa.Table, pa.Array] | None:
+    """The micro-operations of the transactions at these positions, in their order, each with
+    its transaction's position (`at`: its other columns are taken as each row group is written),
+    and the order that sorts them by key, transaction and position; or None."""
     pieces = []
     for start in range(0, len(at), _DECODED_TXNS):
         piece = _micro_ops(values.take(at.slice(start, _DECODED_TXNS)).combine_chunks())
@@ -133,20 +133,11 @@ def _rows(
     key_codes = pc.dictionary_encode(key_texts).indices.to_numpy()
     order = pa.array(np.lexsort((pos, txn, key_codes)))
     del key_codes
-    at = at.take(pa.array(txn))
-    del txn
-    # the few distinct texts of these columns are taken as their codes
-    coded = {c: pc.dictionary_encode(txns[c]).take(at) for c in ("type", "node", "error")}
     rows = pa.table(
         {
             "key": key_texts,
-            "txn": txns["invoke_index"].take(at),
+            "at": at.take(pa.array(txn)),
             "pos": pos,
-            "type": coded["type"],
-            "start": txns["invoke_time"].take(at),
-            "end": txns["complete_time"].take(at),
-            "node": coded["node"],
-            "error": coded["error"],
             "f": pa.DictionaryArray.from_arrays(reads, _FS),
             "arg": arg_texts,
         }
@@ -176,18 +167,45 @@ def _micro_ops(values: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array, pa.A
         return counts, reads, raw_texts(keys), raw_texts(args)
 
 
-def _write(rows: pa.Table, order: pa.Array, path: Path) -> None:
+def _write(rows: pa.Table, order: pa.Array, txns: pa.Table, path: Path) -> None:
     """The rows in this order as Parquet, a row group about every _GROUP_ROWS rows, cut where a
-    key begins. Each group is sorted as it is written: the rows sorted all at once were a second
-    copy of their texts (gigabytes for ten million transactions)."""
+    key begins, each row's transaction columns taken from `txns` at its `at`. Each group is
+    sorted and completed as it is written: the rows sorted all at once were a second copy of
+    their texts, and the transactions' columns for every row another gigabyte, for ten million
+    transactions."""
     n = rows.num_rows
     keys = rows["key"].take(order).combine_chunks()
     begins = np.flatnonzero(pc.not_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)) + 1
     del keys
     after = np.searchsorted(begins, np.arange(_GROUP_ROWS, n, _GROUP_ROWS))
     cuts = np.unique(begins[after[after < len(begins)]]).tolist()
-    with pq.ParquetWriter(
-        path, rows.schema, use_dictionary=["type", "node", "error", "f"], store_schema=False
-    ) as writer:
+    # the few distinct texts of these columns as their codes, one dictionary for every group
+    coded = {c: pc.dictionary_encode(txns[c]).combine_chunks() for c in ("type", "node", "error")}
+    writer: pq.ParquetWriter | None = None
+    try:
         for a, b in itertools.pairwise([0, *cuts, n]):
-            writer.write_table(rows.take(order.slice(a, b - a)), row_group_size=b - a)
+            part = rows.take(order.slice(a, b - a))
+            at = part["at"]
+            group = pa.table(
+                {
+                    "key": part["key"],
+                    "txn": txns["invoke_index"].take(at),
+                    "pos": part["pos"],
+                    "type": coded["type"].take(at),
+                    "start": txns["invoke_time"].take(at),
+                    "end": txns["complete_time"].take(at),
+                    "node": coded["node"].take(at),
+                    "error": coded["error"].take(at),
+                    "f": part["f"],
+                    "arg": part["arg"],
+                }
+            )
+            if writer is None:
+                dictionaries = ["type", "node", "error", "f"]
+                writer = pq.ParquetWriter(
+                    path, group.schema, use_dictionary=dictionaries, store_schema=False
+                )
+            writer.write_table(group, row_group_size=b - a)
+    finally:
+        if writer is not None:
+            writer.close()
