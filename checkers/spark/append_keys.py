@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from checkers.json_texts import joined_array, text_objects
-from checkers.listappend import Edge, explained
+from checkers.listappend import Edge, columnar, explained
 from checkers.listappend import split_brain as split_brain_keys
 from checkers.listappend.graph import TYPES, Edges, Txns
 from checkers.listappend.history import hashable
@@ -42,6 +42,7 @@ APPEND, SPLIT_BRAIN = "append", "split-brain"
 # rows of single edges (millions) cost the JVM more than the analysis that makes them.
 OUT_SCHEMA = "key string, src binary, dst binary, kind binary, checker string, case string"
 _BATCH = 1_024  # output rows (keys' edges, cases) per Arrow batch
+_KEY_ROWS = 65_536  # rows the arrays take at a time, about
 
 
 @dataclass
@@ -146,34 +147,54 @@ def _joined(column: pa.ChunkedArray) -> bytes:
 
 
 def _analyse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """In a Spark worker: each key of a partition sorted by key, analysed by both checkers."""
+    """In a Spark worker: each key of a partition sorted by key, analysed by both checkers; the
+    usual key over arrays (checkers/listappend/columnar.py), the others one by one."""
     out: dict[str, list[Any]] = {name: [] for name in ("key", "src", "dst", "kind")}
     out |= {"checker": [], "case": []}
     with paused_gc():
-        for key_json, accesses in _streamed_keys(batches):
-            key = _key(key_json)
-            result = analyze(key, accesses)
-            # a row for every key, with or without edges: the driver counts the keys
-            ends = np.array(result.edges, dtype=np.int64).reshape(-1, 3)
-            out["key"].append(key_json)
-            out["src"].append(ends[:, 0].tobytes())
-            out["dst"].append(ends[:, 1].tobytes())
-            out["kind"].append(ends[:, 2].astype(np.int8).tobytes())
-            out["checker"].append(None)
-            out["case"].append(None)
-            for checker, cases in (
-                (APPEND, result.cases),
-                (SPLIT_BRAIN, split_brain_keys.analyze(key, accesses)),
-            ):
-                for case in cases:
-                    for column in ("key", "src", "dst", "kind"):
-                        out[column].append(None)
-                    out["checker"].append(checker)
-                    out["case"].append(json.dumps(case))
-            if len(out["key"]) >= _BATCH:
-                yield _batch(out)
+        for table in _whole_keys(batches):
+            rows, heads = _arrays(table)
+            fast = columnar.analyse(rows)
+            bounds = np.searchsorted(fast.edge_key, np.arange(len(heads) + 1)).tolist()
+            slow = table.filter(pa.array(fast.python[rows.key]))
+            by_python = _keys(slow.to_batches(), raw_keys=True)
+            for i, key_json in enumerate(table.column("key").take(pa.array(heads)).to_pylist()):
+                if not fast.python[i]:
+                    a, b = bounds[i], bounds[i + 1]
+                    ends = (fast.src[a:b], fast.dst[a:b], fast.kind[a:b])
+                    _row(out, key_json, *(e.tobytes() for e in ends))
+                else:
+                    _analysed_key(out, *next(by_python))
+                if len(out["key"]) >= _BATCH:
+                    yield _batch(out)
         if out["key"]:
             yield _batch(out)
+
+
+def _analysed_key(out: dict[str, list[Any]], key_json: str, accesses: list[Access]) -> None:
+    """One key analysed by keys.py and split_brain.py, its rows added to `out`."""
+    key = _key(key_json)
+    result = analyze(key, accesses)
+    ends = np.array(result.edges, dtype=np.int64).reshape(-1, 3)
+    kinds = ends[:, 2].astype(np.int8)
+    _row(out, key_json, ends[:, 0].tobytes(), ends[:, 1].tobytes(), kinds.tobytes())
+    for checker, cases in (
+        (APPEND, result.cases),
+        (SPLIT_BRAIN, split_brain_keys.analyze(key, accesses)),
+    ):
+        for case in cases:
+            for column in ("key", "src", "dst", "kind"):
+                out[column].append(None)
+            out["checker"].append(checker)
+            out["case"].append(json.dumps(case))
+
+
+def _row(out: dict[str, list[Any]], key_json: str, src: bytes, dst: bytes, kind: bytes) -> None:
+    """A key's edges: a row for every key, with or without edges (the driver counts the keys)."""
+    for column, value in (("key", key_json), ("src", src), ("dst", dst), ("kind", kind)):
+        out[column].append(value)
+    out["checker"].append(None)
+    out["case"].append(None)
 
 
 def _batch(out: dict[str, list[Any]]) -> pa.RecordBatch:
@@ -187,11 +208,12 @@ def _batch(out: dict[str, list[Any]]) -> pa.RecordBatch:
     return batch
 
 
-def _streamed_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, list[Access]]]:
-    """(key as JSON text, its accesses) from batches of rows sorted by key, a few keys at a time
-    as the batches arrive: a partition held whole as Python objects (a million accesses) would
-    outgrow the caches and slow every step, and its first key would wait for its last row."""
+def _whole_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """Tables of whole keys, about _KEY_ROWS rows each, from batches of rows sorted by key, as
+    the batches arrive: a partition held whole (a million accesses) would outgrow the caches,
+    and its first key would wait for its last row."""
     pending: list[pa.RecordBatch] = []
+    held = 0
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -199,11 +221,71 @@ def _streamed_keys(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, lis
         # the last key may go on in the next batch: its rows wait for it
         others = np.flatnonzero(pc.not_equal(keys, keys[-1]).to_numpy(zero_copy_only=False))
         cut = int(others[-1]) + 1 if len(others) else 0
-        if cut:
-            yield from _keys([*pending, batch.slice(0, cut)], raw_keys=True)
-            pending = []
-        pending.append(batch.slice(cut))
-    yield from _keys(pending, raw_keys=True)
+        if cut and held + cut >= _KEY_ROWS:
+            yield pa.Table.from_batches([*pending, batch.slice(0, cut)]).combine_chunks()
+            pending, held = [], 0
+            batch = batch.slice(cut)
+        pending.append(batch)
+        held += batch.num_rows
+    if held:
+        yield pa.Table.from_batches(pending).combine_chunks()
+
+
+_INTEGER = r"^-?[0-9]{1,18}$"  # an element the arrays hold (an int64, with room to spare)
+_INTEGERS = r"^\[(-?[0-9]{1,18}(,-?[0-9]{1,18})*)?\]$"  # a read's list of them, spaces taken out
+
+
+def _arrays(table: pa.Table) -> tuple[columnar.Rows, np.ndarray]:
+    """Whole keys' rows (sorted by key, transaction and position) as columnar.Rows, and the
+    first row of each key. A row whose argument the arrays do not hold (not an integer, not a
+    list of them, an unknown `f`, no start) is marked so: its key goes to keys.py."""
+    n = table.num_rows
+    key = table.column("key").chunk(0) if n else pa.array([], pa.string())
+    new_key = np.ones(n, dtype=bool)
+    if n:
+        new_key[1:] = pc.fill_null(pc.not_equal(key[1:], key[:-1]), True).to_numpy(
+            zero_copy_only=False
+        )
+    f = table.column("f")
+    read = _bools(pc.equal(f, "r"))
+    known_f = read | _bools(pc.equal(f, "append"))
+    codes = pc.index_in(table.column("type"), value_set=pa.array(TYPES))
+    typ = _int64(pc.fill_null(codes, TYPES.index("info"))).astype(np.int8)
+    start = table.column("start")
+    end = _int64(pc.fill_null(table.column("end"), columnar.END_UNKNOWN))
+    texts = pc.replace_substring(pc.fill_null(table.column("arg"), "null"), " ", "")
+    integer = _bools(pc.match_substring_regex(texts, _INTEGER))
+    integers = _bools(pc.match_substring_regex(texts, _INTEGERS))
+    # keys.py reads a list from a text that begins with one, and nothing from any other
+    listed = read & _bools(pc.starts_with(texts, "[")) & (typ != columnar.FAIL)
+    plain = known_f & _bools(pc.is_valid(start)) & np.where(read, ~listed | integers, integer)
+    element = np.zeros(n, np.int64)
+    element[~read & integer] = _int64(pc.cast(texts.filter(pa.array(~read & integer)), pa.int64()))
+    held = listed & integers
+    lists = pc.utf8_slice_codeunits(texts.filter(pa.array(held)), 1, -1)
+    parts = pc.split_pattern(lists, ",")
+    counts = np.where(_bools(pc.equal(lists, "")), 0, _int64(pc.list_value_length(parts)))
+    length = np.full(n, columnar.NO_LIST, np.int64)
+    length[held] = counts
+    flat = pc.list_flatten(parts)
+    values = _int64(pc.cast(flat.filter(pc.not_equal(flat, "")), pa.int64()))
+    rows = columnar.Rows(
+        key=np.cumsum(new_key) - 1,
+        txn=_int64(table.column("txn")),
+        type=typ,
+        start=_int64(pc.fill_null(start, 0)),
+        end=end,
+        read=read,
+        plain=plain,
+        element=element,
+        length=length,
+        values=values,
+    )
+    return rows, np.flatnonzero(new_key)
+
+
+def _bools(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _keys(
