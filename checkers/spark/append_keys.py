@@ -5,11 +5,11 @@ Each client transaction is one row per micro-operation with its key (as JSON tex
 store wrote grouped by key when it could (checkers/spark/append_micro_ops.py), else rows Spark
 explodes and then partitions and sorts by key. Spark runs the per-key analyses in its Python
 workers (`mapInArrow`): checkers/listappend/keys.py (version order, ww/wr/rw edges, anomalies
-without a cycle) and checkers/listappend/split_brain.py, the same functions the in-process
-checkers run, for the keys where either may find a case; the usual key, where neither can,
-gets its edges from checkers/listappend/columnar.py, many keys at once over arrays. The driver gets integer edge arrays and the cases as JSON, in one job, and does the
-graph work. The few keys whose edges a report explains are read again and analysed again,
-keeping the edges' reasons.
+without a cycle) and checkers/listappend/split_brain.py, the same functions the in-process checkers
+run, for the keys where either may find a case; the usual key, where neither can, gets its edges
+from checkers/listappend/columnar.py, many keys at once over arrays. The driver gets integer edge
+arrays and the cases as JSON, in one job, and does the graph work. The few keys whose edges a
+report explains are read again and analysed again, keeping the edges' reasons.
 """
 
 from __future__ import annotations

@@ -109,10 +109,12 @@ def store_by_key(ops: pa.Table, path: Path, mine: pa.Array | None = None) -> boo
     return True
 
 
-def _rows(values: pa.ChunkedArray, at: pa.Array) -> tuple[pa.Table, pa.Array] | None:
+def _rows(values: pa.ChunkedArray, at: pa.Array) -> tuple[pa.Table, pa.Array, np.ndarray] | None:
     """The micro-operations of the transactions at these positions, in their order, each with
     its transaction's position (`at`: its other columns are taken as each row group is written),
-    and the order that sorts them by key, transaction and position; or None."""
+    the order that sorts them by key, transaction and position, and where in that order each
+    key but the first begins (from the keys' codes: the keys' texts sorted were a copy of them
+    all); or None. The sort's columns are as narrow as they can be."""
     pieces = []
     for start in range(0, len(at), _DECODED_TXNS):
         piece = _micro_ops(values.take(at.slice(start, _DECODED_TXNS)).combine_chunks())
@@ -128,11 +130,17 @@ def _rows(values: pa.ChunkedArray, at: pa.Array) -> tuple[pa.Table, pa.Array] | 
     del pieces
     if not pc.all(pc.match_substring_regex(key_texts, _PLAIN_KEY), min_count=0).as_py():
         return None
-    txn = np.repeat(np.arange(len(counts)), counts)
-    pos = np.arange(len(txn)) - np.repeat(np.cumsum(counts) - counts, counts)
-    key_codes = pc.dictionary_encode(key_texts).indices.to_numpy()
-    order = pa.array(np.lexsort((pos, txn, key_codes)))
-    del key_codes
+    narrow = np.int32 if len(counts) < 2**31 and len(reads) < 2**31 else np.int64
+    txn = np.repeat(np.arange(len(counts), dtype=narrow), counts)
+    pos = np.arange(len(txn), dtype=narrow) - np.repeat(
+        (np.cumsum(counts) - counts).astype(narrow), counts
+    )
+    codes = pc.dictionary_encode(key_texts).indices.to_numpy()
+    order = np.lexsort((pos, txn, codes))
+    ordered = codes[order]
+    del codes
+    begins = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+    del ordered
     rows = pa.table(
         {
             "key": key_texts,
@@ -142,7 +150,7 @@ def _rows(values: pa.ChunkedArray, at: pa.Array) -> tuple[pa.Table, pa.Array] | 
             "arg": arg_texts,
         }
     )
-    return rows, order
+    return rows, pa.array(order), begins
 
 
 def _micro_ops(values: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array, pa.Array] | None:
@@ -167,16 +175,13 @@ def _micro_ops(values: pa.Array) -> tuple[np.ndarray, np.ndarray, pa.Array, pa.A
         return counts, reads, raw_texts(keys), raw_texts(args)
 
 
-def _write(rows: pa.Table, order: pa.Array, txns: pa.Table, path: Path) -> None:
+def _write(rows: pa.Table, order: pa.Array, begins: np.ndarray, txns: pa.Table, path: Path) -> None:
     """The rows in this order as Parquet, a row group about every _GROUP_ROWS rows, cut where a
-    key begins, each row's transaction columns taken from `txns` at its `at`. Each group is
-    sorted and completed as it is written: the rows sorted all at once were a second copy of
-    their texts, and the transactions' columns for every row another gigabyte, for ten million
-    transactions."""
+    key begins (`begins`, positions in the order), each row's transaction columns taken from
+    `txns` at its `at`. Each group is sorted and completed as it is written: the rows sorted
+    all at once were a second copy of their texts, and the transactions' columns for every row
+    another gigabyte, for ten million transactions."""
     n = rows.num_rows
-    keys = rows["key"].take(order).combine_chunks()
-    begins = np.flatnonzero(pc.not_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)) + 1
-    del keys
     after = np.searchsorted(begins, np.arange(_GROUP_ROWS, n, _GROUP_ROWS))
     cuts = np.unique(begins[after[after < len(begins)]]).tolist()
     # the few distinct texts of these columns as their codes, one dictionary for every group

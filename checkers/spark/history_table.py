@@ -40,16 +40,17 @@ def store_operations(
 
     As `checkers.reader.read` reads it (`workload` and `writes` as there). Nothing is left
     behind when the history is bad: the table is written beside its place and renamed into it.
-    `also` gets the table as Arrow (to build more tables from it while it is at hand)."""
+    `also` gets the table as Arrow (to build more tables from it while it is at hand), once it
+    is written and without the invocations' values: the tables built from it read what the
+    operations returned, and those texts let go are a gigabyte of ten million transactions."""
     history = reader.read(path, workload, writes)
+    events, notes, ops = history.events, history.notes, history.ops
+    del history
     created = next((d for d in reversed(table.parents) if not d.exists()), None)
     table.parent.mkdir(parents=True, exist_ok=True)
     draft = table.with_name(f".{table.name}.{uuid.uuid4().hex}")
     try:
-        if also is not None:
-            also(history.ops)
         draft.mkdir()
-        ops = history.ops
         rows = ROW_GROUP_BYTES * ops.num_rows // max(ops.nbytes, 1)
         pq.write_table(
             ops,
@@ -58,12 +59,15 @@ def store_operations(
             use_dictionary=["process", "workload", "f", "node", "type", "error"],
             store_schema=False,
         )
+        if also is not None:
+            ops = ops.drop_columns(["invoke_value"])
+            also(ops)
     except BaseException:
         shutil.rmtree(created or draft, ignore_errors=True)
         raise
     shutil.rmtree(table, ignore_errors=True)
     draft.rename(table)
-    return history.events, history.notes
+    return events, notes
 
 
 def columns_of(ops: DataFrame) -> Columns:

@@ -50,7 +50,8 @@ def test_the_stored_table_is_the_readers(
     events, notes = store_operations(path, tmp_path / "ops.parquet", also=given.append)
     assert (events, notes) == (len(EVENTS), [])
     assert rows(spark, tmp_path / "ops.parquet") == read_history(path)
-    assert given[0].equals(read(path).ops)
+    # what builders are given: the table without the invocations' values, once it is written
+    assert given[0].equals(read(path).ops.drop_columns(["invoke_value"]))
 
 
 def test_a_line_cut_off_by_a_crash_is_skipped_with_a_note(
