@@ -11,7 +11,7 @@
 # Rows go to $ROWS/mutants_s<SEED>_<strategy>_rows.jsonl (dashes as underscores).
 set -u
 cd "$(dirname "$0")/.."
-STRATEGIES=${STRATEGIES:-"explore-all all explore"}
+STRATEGIES=${STRATEGIES:-"explore-all all"}
 SEED=${SEED:-53}
 SAMPLE=${SAMPLE:-40}
 BUDGET=${BUDGET:-10}
