@@ -333,7 +333,7 @@ def explore_command(**opts: Any) -> None:
     run was found (its folder and the command that replays it are printed), 0 the budget ran
     out with every run valid, 2 a run could not be decided, 255 a run failed."""
     from clusters.registry import cluster_kind
-    from harness.explore import chains_per_run, explore
+    from harness.explore import chains_per_run, explore, sparse_chains
     from harness.runner import Runner
     from nemesis import aimed_share
     from nemesis.schedule import timescale
@@ -358,6 +358,8 @@ def explore_command(**opts: Any) -> None:
         probe.plan.moments, kind,
     )  # fmt: skip
     count = chains_per_run(cfg.time_limit, interval, share)
+    if warning := sparse_chains(cfg.cluster, cfg.time_limit, interval, share):
+        console.print(f"[yellow]{warning}[/]")
     code = explore(cfg, budget, probe.plan.moments, nodes, count, explored_run, console)
     sys.exit(code)
 

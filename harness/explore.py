@@ -185,6 +185,21 @@ def chains_per_run(time_limit: float, interval: float, share: float = 1.0) -> in
     return max(1, round(time_limit * share / (2 * interval))) + 1
 
 
+def sparse_chains(cluster: str, time_limit: float, interval: float, share: float) -> str | None:
+    """The warning for a run that meets less than one chain on average (the aimed package's
+    share of a mixed schedule, faults on a slow kind's timescale): most runs would then be
+    the other packages' schedules alone, and the exploration would steer almost nothing."""
+    met = time_limit * share / (2 * interval)
+    if share >= 1.0 or met >= 1.0:
+        return None
+    return (
+        f"a run of {time_limit:g} s on {cluster} meets {met:.1f} chains on average: the aimed "
+        f"package draws {share:.0%} of the faults, one every {2 * interval:g} s; most runs "
+        "will strike no chosen chain. --nemesis aimed gives every fault to the chains, a longer "
+        "--time gives each run more"
+    )
+
+
 @dataclass
 class Outcome:
     run_dir: Path | None

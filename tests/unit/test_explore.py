@@ -15,10 +15,22 @@ import pytest
 from rich.console import Console
 
 from checkers.moments import CatchUp, Rebuild, Takeover, TermWon
+from clusters.registry import cluster_kind
 from core.errors import BadInput
 from harness.config import RunConfig
-from harness.explore import Corpus, Outcome, chains_per_run, choose, corpus_key, explore, targets
+from harness.explore import (
+    Corpus,
+    Outcome,
+    chains_per_run,
+    choose,
+    corpus_key,
+    explore,
+    sparse_chains,
+    targets,
+)
+from nemesis import aimed_share
 from nemesis.aimed import Aimed, Then, of_spec
+from nemesis.schedule import timescale
 from nemesis.seed001 import Seed001
 from nemesis.seed003 import Seed003
 
@@ -125,6 +137,33 @@ def test_a_run_meets_about_as_many_chains_as_its_faults() -> None:
     assert chains_per_run(60, 10) == 4
     assert chains_per_run(20, 40) == 2
     assert chains_per_run(120, 10, 7 / 17) == 3  # `all`'s aimed share: 7 of its 17 entries
+
+
+def test_a_mixed_schedule_that_meets_few_chains_is_said_to() -> None:
+    assert sparse_chains("safekeeper", 120, 10, 7 / 17) is None  # 2.5 chains a run
+    assert sparse_chains("patroni", 300, 40, 1.0) is None  # --nemesis aimed: every fault
+    warning = sparse_chains("patroni", 300, 40, 3 / 19)
+    assert warning and "meets 0.6 chains" in warning and "--nemesis aimed" in warning
+
+
+def test_all_on_patroni_meets_less_than_a_chain_in_a_run_of_300_s() -> None:
+    """What a user who explores Patroni with `--nemesis all --time 300` is told: Patroni's
+    40 s timescale leaves room for few faults, and `all` draws aimed for few of them."""
+    kind = cluster_kind("patroni")
+    options = {"members": 3, "patroni_sync": "quorum", "ttl": 30}
+    interval = timescale(kind.failover_s(options), None)[0]
+    share = aimed_share(["all"], kind.nodes_needed(options), False, True, kind.moments, kind)
+    assert 0 < share < 0.5
+    assert sparse_chains("patroni", 300, interval, share) is not None
+    assert (
+        sparse_chains(
+            "patroni",
+            300,
+            interval,
+            aimed_share(["aimed"], kind.nodes_needed(options), False, True, kind.moments, kind),
+        )
+        is None
+    )
 
 
 def test_an_exploration_of_all_keeps_a_corpus_apart_from_one_of_aimed() -> None:
