@@ -59,8 +59,9 @@ class Moment:
     @staticmethod
     def followers(r: Round) -> list[str]:
         """The nodes a nemesis may cut off to bring the moment about (`provoke` "follower"):
-        those that answered and do not lead."""
-        return sorted(n for n, s in r.nodes.items() if not s.leads())
+        those that answered and do not lead; the coordination service's entry (a leader key,
+        a cluster state) is what a round says of the cluster, not a node."""
+        return sorted(n for n, s in r.nodes.items() if n != COORDINATION and not s.leads())
 
 
 def leading(r: Round) -> list[str]:

@@ -549,7 +549,8 @@ class Aimed(Fault):
         """Bring the moment about: the leader lost, or a follower cut off (watched meanwhile
         with `watch`) and let back."""
         if self.moment.provoke == "follower":
-            followers = self.moment.followers(first)
+            # only the cluster's nodes can be cut off: a partition of any other name is empty
+            followers = [n for n in self.moment.followers(first) if n in names]
             if not followers:
                 return {"error": "no node that does not lead answered the poll"}
             cut = ("follower", [followers[int(self.pick * len(followers))]])

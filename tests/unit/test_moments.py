@@ -14,6 +14,7 @@ from checkers.moments import (
     LeaseEnding,
     Rebuild,
     Rejoining,
+    StandbyBehind,
     Takeover,
     TermWon,
     coverage,
@@ -348,6 +349,16 @@ def test_a_leader_key_taken_and_a_member_rejoining_on_an_older_timeline() -> Non
         (2.0, 3.0, {"rejoining": ["n3"], "leader": ["n2"]})
     ]
     assert KeyTaken.watch_s > TermWon.watch_s  # a key of tens of seconds must expire first
+
+
+def test_a_follower_cut_off_to_bring_a_moment_about_is_a_node_not_the_leader_key() -> None:
+    """On Patroni a round holds the leader key beside the members; an aimed fault that cut
+    off the last "follower" of the sorted names cut off `zookeeper`, which no node is, and
+    its partition was empty."""
+    member = PatroniPoll(standby=True, writable=False, timeline=1)
+    leader = PatroniPoll(standby=False, writable=True, timeline=1)
+    r = at(0, n1=leader, n2=member, n3=member, zookeeper=LeaderKeyPoll("n1", 30))
+    assert StandbyBehind.followers(r) == ["n2", "n3"]
 
 
 def step(moment: str, role: str, strike: str, reached: bool = True) -> dict[str, Any]:
