@@ -193,10 +193,10 @@ def sparse_chains(cluster: str, time_limit: float, interval: float, share: float
     if share >= 1.0 or met >= 1.0:
         return None
     return (
-        f"a run of {time_limit:g} s on {cluster} meets {met:.1f} chains on average: the aimed "
-        f"package draws {share:.0%} of the faults, one every {2 * interval:g} s; most runs "
-        "will strike no chosen chain. --nemesis aimed gives every fault to the chains, a longer "
-        "--time gives each run more"
+        f"a run of {time_limit:g} s on {cluster} meets {met:.1f} chains on average: its faults "
+        f"come one every {2 * interval:g} s and the aimed package draws {share:.0%} of them, so "
+        "most runs will strike no chosen chain. --nemesis aimed gives every fault to the chains, "
+        "a longer --time gives each run more"
     )
 
 
